@@ -1,0 +1,1 @@
+//! outbox-host: a transactional-outbox relay for PostgreSQL.
