@@ -1,0 +1,28 @@
+//! The application API: write outbox rows and deduplicate inbox messages inside your own sqlx
+//! transaction, so they commit or roll back with your business writes.
+//!
+//! ```no_run
+//! # async fn example(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! use outbox_host::api::{Outbox, OutboxEntry};
+//! use outbox_host::database::Tables;
+//!
+//! let outbox = Outbox::new(Tables::default());
+//! let mut tx = pool.begin().await?;
+//! // ... your business writes on `tx` ...
+//! let entry = OutboxEntry::new("order.confirmed", "WEBHOOK", "https://hooks.example.com/orders",
+//!     serde_json::json!({"order": 42}))
+//!     .aggregate("Order", "42");
+//! let id = outbox.publish(&mut tx, entry).await?;
+//! tx.commit().await?;
+//! # let _ = id; Ok(()) }
+//! ```
+
+mod entry;
+mod inbox;
+mod outbox;
+mod persistence;
+
+pub use entry::{InvalidEntry, OutboxEntry, DEFAULT_MAX_ATTEMPTS, RESERVED_HEADER_PREFIX};
+pub use inbox::{Inbox, InboxResult};
+pub use outbox::{Outbox, PublishError};
+pub use persistence::PersistenceError;

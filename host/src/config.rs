@@ -1,0 +1,470 @@
+//! The service configuration: one TOML file, every key optional, `OUTBOX_<SECTION>_<KEY>` environment
+//! overrides, and `DATABASE_URL`. An unknown key or a bad value is an error that names the key.
+
+use crate::database::{self, SchemaName};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub plugins: PluginsConfig,
+    pub relay: RelayConfig,
+    pub cleanup: CleanupConfig,
+    pub maintenance: MaintenanceConfig,
+    pub admin: AdminConfig,
+    /// Absent: the Kafka capability answers "not configured".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaConfig>,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// Else `DATABASE_URL`, else the local server's `test` database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Places every object in this schema and qualifies every statement with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Apply migrations on `run`.
+    pub migrate: bool,
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig { url: None, schema: None, migrate: true, max_connections: 10 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    pub dir: PathBuf,
+    /// Where compiled components are cached; default `<dir>/.cache`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig { dir: PathBuf::from("./plugins"), cache_dir: None }
+    }
+}
+
+impl PluginsConfig {
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(|| self.dir.join(".cache"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Strategy {
+    Polling,
+    ListenNotify,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RelayConfig {
+    pub strategy: Strategy,
+    pub polling_interval_ms: u64,
+    pub batch_size: u32,
+    pub lease_timeout_ms: u64,
+    pub backoff_base_delay_ms: u64,
+    pub backoff_max_delay_ms: u64,
+    /// How long an unresolvable row waits before it may be claimed again (attempt unchanged).
+    pub unresolvable_delay_ms: u64,
+    pub instances: u32,
+    pub max_in_flight: u32,
+    pub shutdown_grace_ms: u64,
+    /// This node's identity in `claimed_by`; default: host name and process id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            strategy: Strategy::ListenNotify,
+            polling_interval_ms: 1000,
+            batch_size: 50,
+            lease_timeout_ms: 30_000,
+            backoff_base_delay_ms: 1000,
+            backoff_max_delay_ms: 300_000,
+            unresolvable_delay_ms: 1000,
+            instances: 1,
+            max_in_flight: 64,
+            shutdown_grace_ms: 10_000,
+            node_id: None,
+        }
+    }
+}
+
+impl RelayConfig {
+    pub fn polling_interval(&self) -> Duration {
+        Duration::from_millis(self.polling_interval_ms)
+    }
+
+    pub fn lease_timeout(&self) -> Duration {
+        Duration::from_millis(self.lease_timeout_ms)
+    }
+
+    pub fn unresolvable_delay(&self) -> Duration {
+        Duration::from_millis(self.unresolvable_delay_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn node_id(&self) -> String {
+        self.node_id.clone().unwrap_or_else(|| {
+            let host = gethostname::gethostname().to_string_lossy().into_owned();
+            format!("{host}-{}", std::process::id())
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CleanupConfig {
+    pub published_retention_days: u32,
+    pub dead_letter_retention_days: u32,
+    pub inbox_retention_days: u32,
+    pub cleanup_batch_size: u32,
+}
+
+impl Default for CleanupConfig {
+    fn default() -> Self {
+        CleanupConfig {
+            published_retention_days: 7,
+            dead_letter_retention_days: 30,
+            inbox_retention_days: 30,
+            cleanup_batch_size: 1000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MaintenanceConfig {
+    /// Six fields, seconds first.
+    pub stale_lease_recovery_cron: String,
+    pub cleanup_cron: String,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig {
+            stale_lease_recovery_cron: "*/30 * * * * *".to_owned(),
+            cleanup_cron: "0 0 */6 * * *".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    pub listen: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig { listen: "127.0.0.1:9464".to_owned() }
+    }
+}
+
+impl AdminConfig {
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen.parse().expect("validated when the configuration was loaded")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    pub bootstrap_servers: String,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig { bootstrap_servers: "127.0.0.1:9092".to_owned() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `outbox_host=debug`; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { format: LogFormat::Human, level: "info".to_owned() }
+    }
+}
+
+/// A configuration that cannot be used. The message names the offending key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("configuration file {path} is not valid TOML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("configuration key {key}: {message}")]
+    Key { key: String, message: String },
+}
+
+impl ConfigError {
+    fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Key { key: key.into(), message: message.into() }
+    }
+}
+
+/// The sections `OUTBOX_<SECTION>_<KEY>` may name.
+const SECTIONS: &[&str] = &["database", "plugins", "relay", "cleanup", "maintenance", "admin", "kafka", "log"];
+const ENV_PREFIX: &str = "OUTBOX_";
+
+impl Config {
+    /// Reads `file` (if any), applies the process environment, and validates the result.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::load_with_env(file, std::env::vars())
+    }
+
+    /// As [`Config::load`], with the environment given, so callers and tests control it.
+    pub fn load_with_env(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut table = match file {
+            Some(path) => read_table(path)?,
+            None => toml::Table::new(),
+        };
+        let mut database_url = None;
+        for (name, value) in env {
+            if name == "DATABASE_URL" {
+                database_url = Some(value);
+            } else if let Some(rest) = name.strip_prefix(ENV_PREFIX) {
+                apply_env_override(&mut table, &name, rest, &value)?;
+            }
+        }
+        let mut config: Config = serde_path_to_error::deserialize(table).map_err(|error| {
+            let key = error.path().to_string();
+            ConfigError::key(key, error.into_inner().message().to_owned())
+        })?;
+        if config.database.url.is_none() {
+            config.database.url = database_url;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn database_url(&self) -> &str {
+        self.database.url.as_deref().unwrap_or(database::DEFAULT_URL)
+    }
+
+    /// The validated schema; `None` leaves every statement unqualified.
+    pub fn schema(&self) -> Option<SchemaName> {
+        self.database.schema.as_deref().map(|name| SchemaName::parse(name).expect("validated on load"))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(schema) = &self.database.schema {
+            SchemaName::parse(schema).map_err(|error| ConfigError::key("database.schema", error.to_string()))?;
+        }
+        database::connect_options(self.database_url())
+            .map_err(|error| ConfigError::key("database.url", error.to_string()))?;
+        let at_least_one = [
+            ("database.max_connections", u64::from(self.database.max_connections)),
+            ("relay.polling_interval_ms", self.relay.polling_interval_ms),
+            ("relay.batch_size", u64::from(self.relay.batch_size)),
+            ("relay.lease_timeout_ms", self.relay.lease_timeout_ms),
+            ("relay.instances", u64::from(self.relay.instances)),
+            ("relay.max_in_flight", u64::from(self.relay.max_in_flight)),
+            ("cleanup.cleanup_batch_size", u64::from(self.cleanup.cleanup_batch_size)),
+        ];
+        if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::key(*key, "must be at least 1"));
+        }
+        if self.relay.backoff_base_delay_ms > self.relay.backoff_max_delay_ms {
+            return Err(ConfigError::key("relay.backoff_base_delay_ms", "must not exceed relay.backoff_max_delay_ms"));
+        }
+        if let Some(node_id) = &self.relay.node_id
+            && (node_id.trim().is_empty() || node_id.len() > 200)
+        {
+            return Err(ConfigError::key("relay.node_id", "must be 1 to 200 characters"));
+        }
+        for (key, expression) in [
+            ("maintenance.stale_lease_recovery_cron", &self.maintenance.stale_lease_recovery_cron),
+            ("maintenance.cleanup_cron", &self.maintenance.cleanup_cron),
+        ] {
+            parse_cron(expression).map_err(|message| ConfigError::key(key, message))?;
+        }
+        SocketAddr::from_str(&self.admin.listen)
+            .map_err(|_| ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464"))?;
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|error| ConfigError::key("log.level", error.to_string()))?;
+        Ok(())
+    }
+
+    /// The effective configuration as TOML, with the database password masked.
+    pub fn to_masked_toml(&self) -> String {
+        let mut shown = self.clone();
+        shown.database.url = Some(mask_password(self.database_url()));
+        toml::to_string_pretty(&shown).expect("the configuration always serializes")
+    }
+}
+
+/// A cron expression with seconds: exactly six fields.
+pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
+    let fields = expression.split_whitespace().count();
+    if fields != 6 {
+        return Err(format!("must have 6 fields (seconds first), found {fields}"));
+    }
+    cron::Schedule::from_str(expression).map_err(|error| format!("invalid cron expression: {error}"))
+}
+
+fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    toml::from_str(&text).map_err(|error| ConfigError::Syntax { path: path.to_owned(), message: error.message().to_owned() })
+}
+
+/// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size`. The value is read as a TOML literal when it
+/// is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging` needs no quotes.
+fn apply_env_override(table: &mut toml::Table, name: &str, rest: &str, value: &str) -> Result<(), ConfigError> {
+    let lower = rest.to_ascii_lowercase();
+    let Some((section, key)) = lower.split_once('_').filter(|(section, key)| SECTIONS.contains(section) && !key.is_empty())
+    else {
+        return Err(ConfigError::key(name, "is not a known configuration key (OUTBOX_<SECTION>_<KEY>)"));
+    };
+    let parsed = toml::from_str::<BTreeMap<String, toml::Value>>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut literal| literal.remove("v"))
+        .filter(|literal| !matches!(literal, toml::Value::Table(_)))
+        .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+    let section_table = table
+        .entry(section)
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        .as_table_mut()
+        .ok_or_else(|| ConfigError::key(section, "must be a table"))?;
+    section_table.insert(key.to_owned(), parsed);
+    Ok(())
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:****@host/db`.
+fn mask_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((credentials, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match credentials.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:****@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(file_text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let dir = std::env::temp_dir().join(format!("outbox-config-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("outbox.toml");
+        std::fs::write(&path, file_text).unwrap();
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        let config = Config::load_with_env(Some(&path), env);
+        std::fs::remove_dir_all(&dir).unwrap();
+        config
+    }
+
+    fn key_of(error: ConfigError) -> String {
+        match error {
+            ConfigError::Key { key, .. } => key,
+            other => panic!("expected a key error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_seed_defaults() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.relay.batch_size, 50);
+        assert_eq!(config.cleanup.cleanup_batch_size, 1000);
+        assert_eq!(config.database_url(), database::DEFAULT_URL);
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_section() {
+        let error = load("[relay]\nbatchsize = 5\n", &[]).unwrap_err();
+        assert_eq!(key_of(error), "relay.batchsize");
+    }
+
+    #[test]
+    fn a_bad_value_is_named() {
+        assert_eq!(key_of(load("[relay]\nstrategy = \"PUSH\"\n", &[]).unwrap_err()), "relay.strategy");
+        assert_eq!(key_of(load("[relay]\nbatch_size = 0\n", &[]).unwrap_err()), "relay.batch_size");
+        assert_eq!(key_of(load("[database]\nschema = \"select\"\n", &[]).unwrap_err()), "database.schema");
+        assert_eq!(
+            key_of(load("[maintenance]\ncleanup_cron = \"0 */6 * * *\"\n", &[]).unwrap_err()),
+            "maintenance.cleanup_cron"
+        );
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let config = load(
+            "[relay]\nbatch_size = 5\n",
+            &[("OUTBOX_RELAY_BATCH_SIZE", "500"), ("OUTBOX_DATABASE_SCHEMA", "messaging"), ("OUTBOX_DATABASE_MIGRATE", "false")],
+        )
+        .unwrap();
+        assert_eq!(config.relay.batch_size, 500);
+        assert_eq!(config.database.schema.as_deref(), Some("messaging"));
+        assert!(!config.database.migrate);
+    }
+
+    #[test]
+    fn an_unknown_environment_key_is_named() {
+        let error = load("", &[("OUTBOX_RELAY_BATCHSIZE", "5")]).unwrap_err();
+        assert_eq!(key_of(error), "relay.batchsize");
+        let error = load("", &[("OUTBOX_NOPE", "5")]).unwrap_err();
+        assert_eq!(key_of(error), "OUTBOX_NOPE");
+    }
+
+    #[test]
+    fn database_url_comes_from_the_file_then_database_url_then_the_default() {
+        let from_env = load("", &[("DATABASE_URL", "postgres://a@h/d")]).unwrap();
+        assert_eq!(from_env.database_url(), "postgres://a@h/d");
+        let from_file = load("[database]\nurl = \"postgres://f@h/d\"\n", &[("DATABASE_URL", "postgres://a@h/d")]).unwrap();
+        assert_eq!(from_file.database_url(), "postgres://f@h/d");
+    }
+
+    #[test]
+    fn printing_masks_the_password() {
+        let config = load("[database]\nurl = \"postgres://app:hunter2@db:5432/x\"\n", &[]).unwrap();
+        let printed = config.to_masked_toml();
+        assert!(printed.contains("postgres://app:****@db:5432/x"), "{printed}");
+        assert!(!printed.contains("hunter2"));
+    }
+}

@@ -1,0 +1,140 @@
+//! Recording outcomes. Every mark is guarded by the claim owner: a node whose lease was reclaimed
+//! cannot complete a row another node now owns, and learns so from the answer.
+
+use super::{OutboxRepository, RepositoryError};
+use chrono::{DateTime, Utc};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// The next state of one claimed row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mark {
+    Published { id: i64 },
+    /// Back to PENDING with the incremented attempt, not before `available_at`.
+    Retry { id: i64, new_attempt: i32, available_at: DateTime<Utc>, last_error: String, error_type: Option<String> },
+    DeadLetter { id: i64, last_error: String, error_type: Option<String> },
+    /// Back to PENDING after `delay` (database clock), attempt unchanged.
+    Unresolvable { id: i64, delay: Duration },
+}
+
+impl Mark {
+    pub fn id(&self) -> i64 {
+        match self {
+            Mark::Published { id }
+            | Mark::Retry { id, .. }
+            | Mark::DeadLetter { id, .. }
+            | Mark::Unresolvable { id, .. } => *id,
+        }
+    }
+}
+
+/// The batch as the statement's parallel arrays.
+#[derive(Default)]
+struct Columns {
+    ids: Vec<i64>,
+    states: Vec<&'static str>,
+    attempts: Vec<Option<i32>>,
+    available_at: Vec<Option<DateTime<Utc>>>,
+    delays_ms: Vec<Option<i64>>,
+    records_error: Vec<bool>,
+    last_errors: Vec<Option<String>>,
+    error_types: Vec<Option<String>>,
+}
+
+impl Columns {
+    fn push(&mut self, mark: &Mark) {
+        let (state, attempt, at, delay, error) = match mark {
+            Mark::Published { .. } => ("PUBLISHED", None, None, None, None),
+            Mark::Retry { new_attempt, available_at, last_error, error_type, .. } => {
+                ("PENDING", Some(*new_attempt), Some(*available_at), None, Some((last_error, error_type)))
+            }
+            Mark::DeadLetter { last_error, error_type, .. } => {
+                ("DEAD_LETTER", None, None, None, Some((last_error, error_type)))
+            }
+            Mark::Unresolvable { delay, .. } => {
+                ("PENDING", None, None, Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)), None)
+            }
+        };
+        self.ids.push(mark.id());
+        self.states.push(state);
+        self.attempts.push(attempt);
+        self.available_at.push(at);
+        self.delays_ms.push(delay);
+        self.records_error.push(error.is_some());
+        self.last_errors.push(error.map(|(message, _)| message.clone()));
+        self.error_types.push(error.and_then(|(_, error_type)| error_type.clone()));
+    }
+}
+
+impl OutboxRepository {
+    /// Records a batch of outcomes in one statement. The answer has one entry per mark, in order:
+    /// true when this node still owned the row and its state changed.
+    pub async fn mark_batch(&self, claimed_by: &str, marks: &[Mark]) -> Result<Vec<bool>, RepositoryError> {
+        if marks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut columns = Columns::default();
+        marks.iter().for_each(|mark| columns.push(mark));
+        let owned: HashSet<i64> = sqlx::query_scalar(&self.sql.mark)
+            .bind(&columns.ids)
+            .bind(&columns.states)
+            .bind(&columns.attempts)
+            .bind(&columns.available_at)
+            .bind(&columns.delays_ms)
+            .bind(&columns.records_error)
+            .bind(&columns.last_errors)
+            .bind(&columns.error_types)
+            .bind(claimed_by)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .collect();
+        Ok(marks.iter().map(|mark| owned.contains(&mark.id())).collect())
+    }
+
+    async fn mark_one(&self, claimed_by: &str, mark: Mark) -> Result<bool, RepositoryError> {
+        Ok(self.mark_batch(claimed_by, &[mark]).await?[0])
+    }
+
+    pub async fn mark_published(&self, id: i64, claimed_by: &str) -> Result<bool, RepositoryError> {
+        self.mark_one(claimed_by, Mark::Published { id }).await
+    }
+
+    pub async fn mark_retry(
+        &self,
+        id: i64,
+        claimed_by: &str,
+        new_attempt: i32,
+        available_at: DateTime<Utc>,
+        last_error: &str,
+        error_type: Option<&str>,
+    ) -> Result<bool, RepositoryError> {
+        let mark = Mark::Retry {
+            id,
+            new_attempt,
+            available_at,
+            last_error: last_error.to_owned(),
+            error_type: error_type.map(str::to_owned),
+        };
+        self.mark_one(claimed_by, mark).await
+    }
+
+    pub async fn mark_dead_letter(
+        &self,
+        id: i64,
+        claimed_by: &str,
+        last_error: &str,
+        error_type: Option<&str>,
+    ) -> Result<bool, RepositoryError> {
+        let mark = Mark::DeadLetter {
+            id,
+            last_error: last_error.to_owned(),
+            error_type: error_type.map(str::to_owned),
+        };
+        self.mark_one(claimed_by, mark).await
+    }
+
+    pub async fn mark_unresolvable(&self, id: i64, claimed_by: &str, delay: Duration) -> Result<bool, RepositoryError> {
+        self.mark_one(claimed_by, Mark::Unresolvable { id, delay }).await
+    }
+}

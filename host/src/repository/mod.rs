@@ -1,0 +1,61 @@
+//! The PostgreSQL store: every statement on the outbox and inbox tables.
+//!
+//! Relay-side operations run on the repository's pool: [`OutboxRepository::claim_batch`] (claim.rs),
+//! the owner-guarded marks (marks.rs), lease recovery (lease.rs) and retention deletes (cleanup.rs).
+//! Application-side inserts run on the caller's transaction (insert.rs), through [`crate::api`].
+
+mod claim;
+mod claim_scope;
+mod cleanup;
+mod insert;
+mod lease;
+mod marks;
+mod record;
+mod sql;
+
+pub use claim_scope::{
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_TARGET_CHARS, MAX_TARGETS, RelayCapabilities,
+};
+pub use cleanup::CleanupReport;
+pub(crate) use insert::{insert_inbox, insert_outbox};
+pub use marks::Mark;
+pub use record::{OutboxRecord, OutboxState};
+pub(crate) use sql::Statements;
+
+use crate::database::Tables;
+use sqlx::PgPool;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepositoryError {
+    #[error(transparent)]
+    ClaimScope(#[from] ClaimScopeError),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// The relay's view of the store. Cheap to clone; statements are built once for the schema.
+#[derive(Clone, Debug)]
+pub struct OutboxRepository {
+    pool: PgPool,
+    sql: Arc<Statements>,
+}
+
+impl OutboxRepository {
+    pub fn new(pool: PgPool, tables: Tables) -> Self {
+        OutboxRepository { pool, sql: Arc::new(Statements::new(tables)) }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn tables(&self) -> &Tables {
+        &self.sql.tables
+    }
+
+    /// One row by id, for tools and tests.
+    pub async fn find(&self, id: i64) -> Result<Option<OutboxRecord>, RepositoryError> {
+        Ok(sqlx::query_as(&self.sql.select_by_id).bind(id).fetch_optional(&self.pool).await?)
+    }
+}

@@ -1,0 +1,109 @@
+//! Every statement the repository runs, built once for the configured schema.
+
+use crate::database::Tables;
+
+/// The columns a claimed row carries back; JSON columns come back as text, so the relay hands the
+/// payload and metadata to plugins without parsing them.
+pub(super) const RECORD_COLUMNS: &str = "o.id, o.carrier_id, o.aggregate_type, o.aggregate_id, \
+    o.event_type, o.destination, o.destination_type, o.payload::text AS payload, \
+    o.headers::text AS headers, o.metadata::text AS metadata, o.scheduled_at, o.available_at, \
+    o.state, o.attempt, o.max_attempts, o.claimed_at, o.claimed_by, o.published_at, o.last_error, \
+    o.error_type, o.created_at, o.updated_at";
+
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub tables: Tables,
+    pub insert_outbox: String,
+    pub insert_inbox: String,
+    /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes.
+    pub claim_template: String,
+    pub mark: String,
+    pub reclaim_stale: String,
+    pub cleanup_published: String,
+    pub cleanup_dead_letter: String,
+    pub cleanup_inbox: String,
+    pub select_by_id: String,
+}
+
+impl Statements {
+    pub fn new(tables: Tables) -> Self {
+        let outbox = tables.outbox();
+        let inbox = tables.inbox();
+        Statements {
+            insert_outbox: format!(
+                "INSERT INTO {outbox} (carrier_id, aggregate_type, aggregate_id, event_type, destination, \
+                 destination_type, payload, headers, metadata, scheduled_at, available_at, max_attempts) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, NOW()), $12) RETURNING id"
+            ),
+            insert_inbox: format!(
+                "INSERT INTO {inbox} (message_id, source) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+            ),
+            // Head-of-line: a row is claimable only when no PENDING or PROCESSING row of its aggregate
+            // has a lower id, so one aggregate's rows are delivered one at a time, in id order.
+            claim_template: format!(
+                "WITH candidates AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.state = 'PENDING' \
+                     AND o.available_at <= NOW() \
+                     AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) \
+                     AND ({{eligibility}}) \
+                     AND (o.aggregate_id IS NULL OR NOT EXISTS ( \
+                           SELECT 1 FROM {outbox} h \
+                           WHERE h.aggregate_id = o.aggregate_id \
+                             AND h.state IN ('PENDING', 'PROCESSING') \
+                             AND h.id < o.id)) \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT $1 \
+                   FOR UPDATE SKIP LOCKED) \
+                 UPDATE {outbox} AS o \
+                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
+                 FROM candidates c WHERE o.id = c.id \
+                 RETURNING {RECORD_COLUMNS}"
+            ),
+            // One statement for a whole batch of outcomes; RETURNING says which rows this node still
+            // owned. Retries and dead letters record the error; dead letters count their last attempt.
+            mark: format!(
+                "UPDATE {outbox} AS o SET \
+                   state = u.state, \
+                   attempt = COALESCE(u.attempt, o.attempt) \
+                             + CASE WHEN u.state = 'DEAD_LETTER' THEN 1 ELSE 0 END, \
+                   available_at = COALESCE(u.available_at, \
+                                           NOW() + u.delay_ms * INTERVAL '1 millisecond', \
+                                           o.available_at), \
+                   published_at = CASE WHEN u.state = 'PUBLISHED' THEN NOW() ELSE o.published_at END, \
+                   last_error = CASE WHEN u.records_error THEN u.last_error ELSE o.last_error END, \
+                   error_type = CASE WHEN u.records_error THEN u.error_type ELSE o.error_type END, \
+                   updated_at = NOW() \
+                 FROM UNNEST($1::bigint[], $2::text[], $3::int[], $4::timestamptz[], $5::bigint[], \
+                             $6::bool[], $7::text[], $8::text[]) \
+                      AS u(id, state, attempt, available_at, delay_ms, records_error, last_error, error_type) \
+                 WHERE o.id = u.id AND o.claimed_by = $9 AND o.state = 'PROCESSING' \
+                 RETURNING o.id"
+            ),
+            reclaim_stale: format!(
+                "UPDATE {outbox} SET state = 'PENDING', claimed_at = NULL, updated_at = NOW() \
+                 WHERE state = 'PROCESSING' AND claimed_at < NOW() - $1 * INTERVAL '1 millisecond'"
+            ),
+            cleanup_published: format!(
+                "DELETE FROM {outbox} WHERE id IN ( \
+                   SELECT id FROM {outbox} \
+                   WHERE state = 'PUBLISHED' AND published_at < NOW() - make_interval(days => $1) \
+                   LIMIT $2)"
+            ),
+            cleanup_dead_letter: format!(
+                "DELETE FROM {outbox} WHERE id IN ( \
+                   SELECT id FROM {outbox} \
+                   WHERE state = 'DEAD_LETTER' AND updated_at < NOW() - make_interval(days => $1) \
+                   LIMIT $2)"
+            ),
+            cleanup_inbox: format!(
+                "DELETE FROM {inbox} WHERE (message_id, source) IN ( \
+                   SELECT message_id, source FROM {inbox} \
+                   WHERE processed_at < NOW() - make_interval(days => $1) \
+                   LIMIT $2)"
+            ),
+            select_by_id: format!("SELECT {RECORD_COLUMNS} FROM {outbox} o WHERE o.id = $1"),
+            tables,
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Migrations on real PostgreSQL: the seed schema exactly, idempotent, and placed in the configured
+//! schema with every statement qualified.
+
+use chrono::Utc;
+use outbox_host::api::{Inbox, Outbox};
+use outbox_host::database::{self, SchemaName, Tables};
+use outbox_host::repository::{ClaimScope, OutboxRepository, RelayCapabilities};
+use outbox_tests::db::{self, entry};
+use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
+use std::time::Duration;
+
+/// An empty database of its own, dropped at the end of the test.
+struct FreshDatabase {
+    name: String,
+    options: PgConnectOptions,
+}
+
+impl FreshDatabase {
+    async fn new() -> FreshDatabase {
+        let name = format!("t_mig_{}", uuid::Uuid::now_v7().simple());
+        let admin = database::connect(db::options(), 1).await.unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
+        admin.close().await;
+        let options = db::options().database(&name);
+        FreshDatabase { name, options }
+    }
+
+    async fn pool(&self) -> PgPool {
+        database::connect(self.options.clone(), 2).await.unwrap()
+    }
+
+    async fn drop(self) {
+        let admin = database::connect(db::options(), 1).await.unwrap();
+        sqlx::query(&format!("DROP DATABASE {} WITH (FORCE)", self.name)).execute(&admin).await.unwrap();
+    }
+}
+
+async fn rows(pool: &PgPool, sql: &str, schema: &str) -> Vec<String> {
+    sqlx::query_scalar(sql).bind(schema).fetch_all(pool).await.unwrap()
+}
+
+/// Every column, index, trigger, function and sequence in `schema`, as text lines.
+async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
+    let mut lines = rows(
+        pool,
+        "SELECT table_name || '.' || column_name || ' ' || data_type || \
+                coalesce('(' || character_maximum_length || ')', '') || \
+                ' nullable=' || is_nullable || ' default=' || coalesce(column_default, '-') \
+         FROM information_schema.columns WHERE table_schema = $1 AND table_name IN ('outbox', 'inbox') \
+         ORDER BY table_name, ordinal_position",
+        schema,
+    )
+    .await;
+    lines.extend(rows(pool, "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname", schema).await);
+    lines.extend(
+        rows(
+            pool,
+            "SELECT trigger_name || ' ' || action_timing || ' ' || event_manipulation || ' ON ' || \
+                    event_object_table || ' ' || action_statement \
+             FROM information_schema.triggers WHERE trigger_schema = $1 ORDER BY trigger_name",
+            schema,
+        )
+        .await,
+    );
+    lines.extend(
+        rows(
+            pool,
+            "SELECT 'function ' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = $1 ORDER BY p.proname",
+            schema,
+        )
+        .await,
+    );
+    lines.extend(
+        rows(pool, "SELECT 'sequence ' || sequence_name FROM information_schema.sequences WHERE sequence_schema = $1", schema)
+            .await,
+    );
+    lines
+}
+
+const SEED_SCHEMA: &[&str] = &[
+    "inbox.message_id character varying(255) nullable=NO default=-",
+    "inbox.source character varying(255) nullable=NO default=-",
+    "inbox.processed_at timestamp with time zone nullable=NO default=now()",
+    "outbox.id bigint nullable=NO default=nextval('outbox_id_seq'::regclass)",
+    "outbox.carrier_id uuid nullable=NO default=-",
+    "outbox.aggregate_type character varying(255) nullable=YES default=-",
+    "outbox.aggregate_id character varying(255) nullable=YES default=-",
+    "outbox.event_type character varying(255) nullable=NO default=-",
+    "outbox.destination character varying(255) nullable=NO default=-",
+    "outbox.destination_type character varying(32) nullable=NO default=-",
+    "outbox.payload jsonb nullable=NO default=-",
+    "outbox.headers jsonb nullable=YES default=-",
+    "outbox.metadata jsonb nullable=NO default='{}'::jsonb",
+    "outbox.scheduled_at timestamp with time zone nullable=YES default=-",
+    "outbox.available_at timestamp with time zone nullable=NO default=now()",
+    "outbox.state character varying(32) nullable=NO default='PENDING'::character varying",
+    "outbox.attempt integer nullable=NO default=0",
+    "outbox.max_attempts integer nullable=NO default=20",
+    "outbox.claimed_at timestamp with time zone nullable=YES default=-",
+    "outbox.claimed_by character varying(255) nullable=YES default=-",
+    "outbox.published_at timestamp with time zone nullable=YES default=-",
+    "outbox.last_error text nullable=YES default=-",
+    "outbox.error_type character varying(500) nullable=YES default=-",
+    "outbox.created_at timestamp with time zone nullable=NO default=now()",
+    "outbox.updated_at timestamp with time zone nullable=NO default=now()",
+    "CREATE INDEX idx_inbox_processed_at ON public.inbox USING btree (processed_at)",
+    "CREATE INDEX idx_outbox_aggregate ON public.outbox USING btree (aggregate_id, id) WHERE (((state)::text = ANY ((ARRAY['PENDING'::character varying, 'PROCESSING'::character varying])::text[])) AND (aggregate_id IS NOT NULL))",
+    "CREATE INDEX idx_outbox_dead_letter ON public.outbox USING btree (updated_at) WHERE ((state)::text = 'DEAD_LETTER'::text)",
+    "CREATE INDEX idx_outbox_pending ON public.outbox USING btree (available_at, id) WHERE ((state)::text = 'PENDING'::text)",
+    "CREATE INDEX idx_outbox_processing ON public.outbox USING btree (claimed_at) WHERE ((state)::text = 'PROCESSING'::text)",
+    "CREATE INDEX idx_outbox_published ON public.outbox USING btree (published_at) WHERE ((state)::text = 'PUBLISHED'::text)",
+    "CREATE UNIQUE INDEX inbox_pkey ON public.inbox USING btree (message_id, source)",
+    "CREATE UNIQUE INDEX outbox_carrier_id_key ON public.outbox USING btree (carrier_id)",
+    "CREATE UNIQUE INDEX outbox_pkey ON public.outbox USING btree (id)",
+    "transactional_outbox_notify AFTER INSERT ON outbox EXECUTE FUNCTION notify_transactional_outbox()",
+    "function notify_transactional_outbox",
+    "sequence outbox_id_seq",
+];
+
+#[tokio::test]
+async fn migrate_on_an_empty_database_yields_the_seed_schema() {
+    let fresh = FreshDatabase::new().await;
+    database::migrate(&fresh.options, None).await.unwrap();
+    let pool = fresh.pool().await;
+    let mut found = catalog(&pool, "public").await;
+    found.retain(|line| !line.contains("_sqlx_migrations"));
+    assert_eq!(found, SEED_SCHEMA);
+    pool.close().await;
+    fresh.drop().await;
+}
+
+#[tokio::test]
+async fn the_trigger_notifies_the_channel_with_the_new_id() {
+    let fresh = FreshDatabase::new().await;
+    database::migrate(&fresh.options, None).await.unwrap();
+    let pool = fresh.pool().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
+    listener.listen("transactional_outbox_channel").await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let id = Outbox::new(Tables::default()).publish(&mut tx, entry("A", "x")).await.unwrap();
+    tx.commit().await.unwrap();
+    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv()).await.unwrap().unwrap();
+    assert_eq!(notification.payload(), id.to_string());
+    drop(listener);
+    pool.close().await;
+    fresh.drop().await;
+}
+
+#[tokio::test]
+async fn a_second_migrate_changes_nothing() {
+    let fresh = FreshDatabase::new().await;
+    let schema = SchemaName::parse("messaging").unwrap();
+    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    let pool = fresh.pool().await;
+    let history = "SELECT version::text || ' ' || checksum::text FROM messaging._sqlx_migrations WHERE $1 <> ''";
+    let before = (catalog(&pool, "messaging").await, rows(&pool, history, "x").await);
+    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    let after = (catalog(&pool, "messaging").await, rows(&pool, history, "x").await);
+    assert_eq!(before, after);
+    pool.close().await;
+    fresh.drop().await;
+}
+
+#[tokio::test]
+async fn with_a_schema_every_object_lands_in_it() {
+    let fresh = FreshDatabase::new().await;
+    let schema = SchemaName::parse("messaging").unwrap();
+    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    let pool = fresh.pool().await;
+    let mut found = catalog(&pool, "messaging").await;
+    found.retain(|line| !line.contains("_sqlx_migrations"));
+    let expected: Vec<String> = SEED_SCHEMA
+        .iter()
+        .map(|line| {
+            line.replace("public.", "messaging.")
+                .replace("nextval('outbox_id_seq'", "nextval('messaging.outbox_id_seq'")
+                .replace("FUNCTION notify", "FUNCTION messaging.notify")
+        })
+        .collect();
+    assert_eq!(found, expected);
+    assert!(catalog(&pool, "public").await.is_empty(), "nothing lands in public");
+    pool.close().await;
+    fresh.drop().await;
+}
+
+#[tokio::test]
+async fn with_a_schema_every_statement_is_qualified() {
+    let fresh = FreshDatabase::new().await;
+    let schema = SchemaName::parse("messaging").unwrap();
+    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    // Connections that would find nothing unqualified: the tables resolve only through the schema.
+    let pool = database::connect(fresh.options.clone().options([("search_path", "pg_catalog")]), 2).await.unwrap();
+    let tables = Tables::new(Some(schema));
+    let repo = OutboxRepository::new(pool.clone(), tables.clone());
+    let mut tx = pool.begin().await.unwrap();
+    let id = Outbox::new(tables.clone()).publish(&mut tx, entry("A", "x")).await.unwrap();
+    let inbox = Inbox::new(tables.clone());
+    inbox.process_once(&mut tx, "m", "s", async |_: &mut sqlx::PgConnection| Ok::<_, outbox_host::api::PersistenceError>(())).await.unwrap();
+    tx.commit().await.unwrap();
+    let caps = RelayCapabilities::new().with("A", ClaimScope::All);
+    assert_eq!(repo.claim_batch(10, "n", &caps).await.unwrap().len(), 1);
+    assert!(repo.mark_retry(id, "n", 1, Utc::now(), "e", None).await.unwrap());
+    repo.claim_batch(10, "n", &caps).await.unwrap();
+    assert!(repo.mark_unresolvable(id, "n", Duration::ZERO).await.unwrap());
+    repo.claim_batch(10, "n", &caps).await.unwrap();
+    assert!(repo.mark_dead_letter(id, "n", "e", None).await.unwrap());
+    repo.reclaim_stale(Duration::from_secs(1)).await.unwrap();
+    repo.cleanup_published(1, 10).await.unwrap();
+    repo.cleanup_dead_letter(1, 10).await.unwrap();
+    repo.cleanup_inbox(1, 10).await.unwrap();
+    assert!(repo.find(id).await.unwrap().is_some());
+    pool.close().await;
+    fresh.drop().await;
+}
