@@ -2,7 +2,7 @@
 //! retention. Each test runs in a schema of its own.
 
 use chrono::{Duration as Delta, Utc};
-use outbox_host::repository::{ClaimScope, ClaimScopeFailure, RelayCapabilities, RepositoryError};
+use outbox_host::repository::{ClaimScope, ClaimScopeFailure, Mark, RelayCapabilities, RepositoryError};
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -300,7 +300,7 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
                     tokio::task::yield_now().await;
                     continue;
                 }
-                let marks: Vec<_> = batch.iter().map(|r| outbox_host::repository::Mark::Published { id: r.id }).collect();
+                let marks: Vec<_> = batch.iter().map(|r| Mark::Published { id: r.id }).collect();
                 assert!(repo.mark_batch(name, &marks).await.unwrap().into_iter().all(|owned| owned));
                 seen.extend(batch.into_iter().map(|r| r.id));
             }
@@ -456,10 +456,35 @@ async fn a_batch_of_marks_answers_per_row() {
     let theirs = db.publish(entry("A", "x")).await;
     db.repository().claim_batch(1, OTHER, &all(&["A"])).await.unwrap();
     let marks = [
-        outbox_host::repository::Mark::Published { id: mine },
-        outbox_host::repository::Mark::Published { id: theirs },
+        Mark::Published { id: mine },
+        Mark::Published { id: theirs },
     ];
     assert_eq!(db.repository().mark_batch(NODE, &marks).await.unwrap(), vec![true, false]);
+}
+
+#[tokio::test]
+async fn mark_and_claim_claims_the_next_row_of_a_just_finished_aggregate() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let repo = db.repository();
+    repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let cycle = repo.mark_and_claim(NODE, &[Mark::Published { id: head }], 10, &all(&["A"])).await.unwrap();
+    assert_eq!(cycle.owned, vec![true]);
+    assert_eq!(ids(&cycle.claimed.unwrap()), vec![sibling]);
+}
+
+#[tokio::test]
+async fn mark_and_claim_records_marks_even_when_a_claim_scope_fails() {
+    let db = TestDb::new().await;
+    let id = claimed_row(&db).await;
+    db.publish(entry("A", "x")).await;
+    let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
+    let cycle = db.repository().mark_and_claim(NODE, &[Mark::Published { id }], 10, &caps).await.unwrap();
+    assert_eq!(cycle.owned, vec![true]);
+    assert_eq!(cycle.claimed.unwrap_err().reason, ClaimScopeFailure::SupplierFailed);
+    assert_eq!(db.state_of(id).await, "PUBLISHED");
+    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'").await, 1);
 }
 
 // --- lease recovery -------------------------------------------------------------------------------

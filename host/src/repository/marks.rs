@@ -1,8 +1,9 @@
 //! Recording outcomes. Every mark is guarded by the claim owner: a node whose lease was reclaimed
 //! cannot complete a row another node now owns, and learns so from the answer.
 
-use super::{OutboxRepository, RepositoryError};
+use super::{OutboxRepository, RepositoryError, Statements};
 use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -70,26 +71,8 @@ impl OutboxRepository {
     /// Records a batch of outcomes in one statement. The answer has one entry per mark, in order:
     /// true when this node still owned the row and its state changed.
     pub async fn mark_batch(&self, claimed_by: &str, marks: &[Mark]) -> Result<Vec<bool>, RepositoryError> {
-        if marks.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut columns = Columns::default();
-        marks.iter().for_each(|mark| columns.push(mark));
-        let owned: HashSet<i64> = sqlx::query_scalar(&self.sql.mark)
-            .bind(&columns.ids)
-            .bind(&columns.states)
-            .bind(&columns.attempts)
-            .bind(&columns.available_at)
-            .bind(&columns.delays_ms)
-            .bind(&columns.records_error)
-            .bind(&columns.last_errors)
-            .bind(&columns.error_types)
-            .bind(claimed_by)
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .collect();
-        Ok(marks.iter().map(|mark| owned.contains(&mark.id())).collect())
+        let mut conn = self.pool.acquire().await?;
+        Ok(record_marks(&mut conn, &self.sql, claimed_by, marks).await?)
     }
 
     async fn mark_one(&self, claimed_by: &str, mark: Mark) -> Result<bool, RepositoryError> {
@@ -137,4 +120,32 @@ impl OutboxRepository {
     pub async fn mark_unresolvable(&self, id: i64, claimed_by: &str, delay: Duration) -> Result<bool, RepositoryError> {
         self.mark_one(claimed_by, Mark::Unresolvable { id, delay }).await
     }
+}
+
+pub(super) async fn record_marks(
+    conn: &mut PgConnection,
+    statements: &Statements,
+    claimed_by: &str,
+    marks: &[Mark],
+) -> Result<Vec<bool>, sqlx::Error> {
+    if marks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut columns = Columns::default();
+    marks.iter().for_each(|mark| columns.push(mark));
+    let owned: HashSet<i64> = sqlx::query_scalar(&statements.mark)
+        .bind(&columns.ids)
+        .bind(&columns.states)
+        .bind(&columns.attempts)
+        .bind(&columns.available_at)
+        .bind(&columns.delays_ms)
+        .bind(&columns.records_error)
+        .bind(&columns.last_errors)
+        .bind(&columns.error_types)
+        .bind(claimed_by)
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(marks.iter().map(|mark| owned.contains(&mark.id())).collect())
 }

@@ -16,6 +16,7 @@ mod sql;
 pub use claim_scope::{
     ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_TARGET_CHARS, MAX_TARGETS, RelayCapabilities,
 };
+pub use claim::MarkAndClaim;
 pub use cleanup::CleanupReport;
 pub(crate) use insert::{insert_inbox, insert_outbox};
 pub use marks::Mark;
