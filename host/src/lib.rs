@@ -5,12 +5,22 @@
 //! - [`api`]: applications write outbox rows (and deduplicate inbox messages) in their own transaction.
 //! - [`database`]: connecting, the configured schema, migrations.
 //! - [`repository`]: every statement on the tables: claim, owner-guarded marks, lease recovery, cleanup.
+//! - [`plugins`]: the WebAssembly runtime: engine, loading, sandbox, capabilities, the plugin set.
+//! - [`relay`]: the loops that claim rows, call plugins and record outcomes; [`maintenance`]: lease
+//!   recovery and retention on cron schedules.
+//! - [`service`]: everything `outbox-host run` starts; [`admin`] and [`metrics`]: what operators see.
 //! - [`config`] and [`cli`]: the service's configuration and the `outbox-host` command line.
 
+pub mod admin;
 pub mod api;
 pub mod cli;
 pub mod config;
 pub mod database;
 pub mod destination_type;
+pub mod maintenance;
+pub mod metrics;
+pub mod plugins;
+pub mod relay;
 pub mod repository;
+pub mod service;
 pub mod text;

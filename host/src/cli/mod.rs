@@ -24,6 +24,11 @@ enum Command {
         #[arg(long)]
         database_url: Option<String>,
     },
+    /// Run the relay service until SIGTERM or SIGINT.
+    Run {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -50,6 +55,10 @@ pub fn main() -> ExitCode {
             }
             init_logging(&config);
             block_on(migrate(&config))
+        }),
+        Command::Run { config } => with_config(config, |config| {
+            init_logging(&config);
+            block_on(run(config))
         }),
         Command::Config(ConfigCommand::Print { config }) => with_config(config, |config| {
             print!("{}", config.to_masked_toml());
@@ -88,6 +97,29 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
     database::migrate(&options, schema.as_ref()).await?;
     tracing::info!(schema = schema.as_ref().map(|s| s.as_str()).unwrap_or("(default)"), "migrations applied");
     Ok(())
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let service = crate::service::start(&config).await?;
+    let shutdown = service.shutdown_token();
+    tokio::spawn(async move {
+        wait_for_termination().await;
+        tracing::info!("stopping: no new claims; letting publishes in flight finish");
+        shutdown.cancel();
+    });
+    service.wait().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM or SIGINT.
+async fn wait_for_termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM can be handled");
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }
 
 /// Human or JSON log lines on stderr; `RUST_LOG` overrides `log.level`.

@@ -55,6 +55,11 @@ impl OutboxRepository {
         &self.sql.tables
     }
 
+    /// Rows by (state, destination type), for the PENDING, PROCESSING and DEAD_LETTER states.
+    pub async fn count_by_state(&self) -> Result<Vec<(String, String, i64)>, RepositoryError> {
+        Ok(sqlx::query_as(&self.sql.count_by_state).fetch_all(&self.pool).await?)
+    }
+
     /// One row by id, for tools and tests.
     pub async fn find(&self, id: i64) -> Result<Option<OutboxRecord>, RepositoryError> {
         Ok(sqlx::query_as(&self.sql.select_by_id).bind(id).fetch_optional(&self.pool).await?)

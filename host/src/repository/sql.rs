@@ -23,6 +23,7 @@ pub(crate) struct Statements {
     pub cleanup_dead_letter: String,
     pub cleanup_inbox: String,
     pub select_by_id: String,
+    pub count_by_state: String,
 }
 
 impl Statements {
@@ -103,6 +104,10 @@ impl Statements {
                    LIMIT $2)"
             ),
             select_by_id: format!("SELECT {RECORD_COLUMNS} FROM {outbox} o WHERE o.id = $1"),
+            count_by_state: format!(
+                "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
+                 WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
+            ),
             tables,
         }
     }

@@ -1,0 +1,50 @@
+//! Maintenance jobs: stale-lease recovery and retention cleanup. Each runs on a cron schedule with
+//! seconds (seed defaults `*/30 * * * * *` and `0 0 */6 * * *`), on one node at a time: a run first
+//! takes a PostgreSQL advisory lock, and a node that cannot get it skips that run.
+//!
+//! - `schedule.rs`: the loop shared by every job: wait for the next fire time, lock, `run_once`;
+//! - `lease_recovery.rs` and `cleanup.rs`: the work of one run of each job.
+
+mod cleanup;
+mod lease_recovery;
+mod schedule;
+
+pub use cleanup::CleanupSettings;
+pub use schedule::{Job, JobReport};
+
+use crate::config::{Config, parse_cron};
+use crate::metrics::Metrics;
+use crate::repository::OutboxRepository;
+use tokio_util::sync::CancellationToken;
+
+/// The maintenance jobs of one node.
+pub struct Maintenance {
+    repository: OutboxRepository,
+    metrics: Metrics,
+    jobs: Vec<(cron::Schedule, Job)>,
+}
+
+impl Maintenance {
+    pub fn from_config(repository: OutboxRepository, metrics: Metrics, config: &Config) -> Self {
+        let cron = |expression: &str| parse_cron(expression).expect("validated when the configuration was loaded");
+        let jobs = vec![
+            (cron(&config.maintenance.stale_lease_recovery_cron), Job::LeaseRecovery { lease: config.relay.lease_timeout() }),
+            (cron(&config.maintenance.cleanup_cron), Job::Cleanup(CleanupSettings::from(&config.cleanup))),
+        ];
+        Maintenance { repository, metrics, jobs }
+    }
+
+    /// Runs every job on its schedule until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let tasks: Vec<_> = self
+            .jobs
+            .into_iter()
+            .map(|(cron, job)| {
+                tokio::spawn(schedule::run_on_schedule(cron, job, self.repository.clone(), self.metrics.clone(), shutdown.clone()))
+            })
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! One relay loop. Each turn records the outcomes that finished since the last turn and claims the
+//! next batch in the same transaction, then hands every claimed row to its plugin in a task of its own
+//! (outside the claim transaction), keeping at most `max_in_flight` publishes running.
+
+use super::envelope;
+use super::observers::ObserverFeed;
+use super::outcome::{Attempted, Decision, decide};
+use super::{Relay, capabilities};
+use crate::metrics::Metrics;
+use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
+use crate::repository::{Mark, OutboxRecord, RelayCapabilities};
+use chrono::Utc;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio::task::{Id, JoinError, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+/// A row handed to a plugin and not yet recorded.
+struct Flight {
+    id: i64,
+    destination_type: String,
+    destination: String,
+    attempt: u32,
+    max_attempts: u32,
+    /// `None` for a row whose envelope could not be built: no attempt, so no observer is told.
+    envelope: Option<Arc<Envelope>>,
+}
+
+/// A flight that has landed: how its attempt ended.
+struct Landed {
+    flight: Flight,
+    attempted: Attempted,
+    elapsed: Duration,
+}
+
+/// After a failed turn (database down), wait this long at first, doubling up to the polling interval.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// A claim-scope failure repeats every turn; it is logged when it changes, and then this often.
+const SCOPE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+pub(super) async fn run_loop(relay: Relay, claimed_by: String, wake: Arc<Notify>, shutdown: CancellationToken) {
+    let mut state = LoopState::new(relay, claimed_by);
+    let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut plugins = state.relay.plugins.clone();
+    let mut claim_now = true;
+    let mut failures = 0u32;
+    loop {
+        if state.landed.is_empty() && !claim_now {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                Some(joined) = state.publishes.join_next_with_id(), if !state.publishes.is_empty() => state.land(joined),
+                _ = wake.notified() => claim_now = true,
+                _ = poll.tick() => claim_now = true,
+                Ok(()) = plugins.changed() => claim_now = true,
+            }
+        }
+        while let Some(joined) = state.publishes.try_join_next_with_id() {
+            state.land(joined);
+        }
+        match state.turn(true).await {
+            Ok(full_batch) => {
+                failures = 0;
+                claim_now = full_batch;
+            }
+            Err(()) => {
+                failures += 1;
+                claim_now = true;
+                let pause = RETRY_FIRST.saturating_mul(1 << failures.min(16)).min(state.relay.settings.polling_interval);
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+            }
+        }
+    }
+    state.drain().await;
+}
+
+struct LoopState {
+    relay: Relay,
+    claimed_by: String,
+    publishes: JoinSet<(Attempted, Duration)>,
+    flights: HashMap<Id, Flight>,
+    landed: Vec<Landed>,
+    observers: ObserverFeed,
+    last_scope_error: Option<(String, Instant)>,
+}
+
+impl LoopState {
+    fn new(relay: Relay, claimed_by: String) -> Self {
+        let observers = ObserverFeed::start(relay.plugins.clone());
+        LoopState {
+            relay,
+            claimed_by,
+            publishes: JoinSet::new(),
+            flights: HashMap::new(),
+            landed: Vec::new(),
+            observers,
+            last_scope_error: None,
+        }
+    }
+
+    /// A finished publish task. One that panicked (it should not: plugin failures are values) is a
+    /// retryable failure of its entry, so the slot and the row are never lost.
+    fn land(&mut self, joined: Result<(Id, (Attempted, Duration)), JoinError>) {
+        let (id, attempted, elapsed) = match joined {
+            Ok((id, (attempted, elapsed))) => (id, attempted, elapsed),
+            Err(error) => {
+                let attempted = Attempted::Retryable { message: "the publish task failed".into(), error_type: Some("panic".into()) };
+                (error.id(), attempted, Duration::ZERO)
+            }
+        };
+        if let Some(flight) = self.flights.remove(&id) {
+            self.relay.metrics.in_flight(-1);
+            self.landed.push(Landed { flight, attempted, elapsed });
+        }
+    }
+
+    /// Records what has landed and, when `claiming`, claims as many rows as there are free slots, in
+    /// one transaction. `Ok(true)` when the claim came back full (more work is likely waiting); `Err`
+    /// when the database could not be reached.
+    async fn turn(&mut self, claiming: bool) -> Result<bool, ()> {
+        let settings = self.relay.settings.clone();
+        let free = (settings.max_in_flight as usize).saturating_sub(self.flights.len());
+        let batch = if claiming { settings.batch_size.min(u32::try_from(free).unwrap_or(u32::MAX)) } else { 0 };
+        let plugins = self.relay.plugins.borrow().clone();
+        let capabilities = if batch > 0 { capabilities::ask(&plugins).await } else { RelayCapabilities::new() };
+        let now = Utc::now();
+        let landed = std::mem::take(&mut self.landed);
+        let decisions: Vec<Decision> = landed
+            .iter()
+            .map(|l| decide(l.flight.id, l.flight.attempt, l.flight.max_attempts, l.attempted.clone(), &settings, now))
+            .collect();
+        let marks: Vec<Mark> = decisions.iter().map(|d| d.mark.clone()).collect();
+        let result = self.relay.repository.mark_and_claim(&self.claimed_by, &marks, batch, &capabilities).await;
+        let (owned, claimed) = match result {
+            Ok(cycle) => (cycle.owned, Some(cycle.claimed)),
+            Err(error) => {
+                tracing::warn!(%error, claimed_by = %self.claimed_by, "relay turn failed; retrying");
+                self.relay.metrics.cycle_failed("database");
+                (vec![false; marks.len()], None)
+            }
+        };
+        self.settle(landed, decisions, owned).await;
+        match claimed {
+            None => Err(()),
+            Some(Err(scope_error)) => {
+                self.log_scope_error(scope_error.to_string());
+                self.relay.metrics.cycle_failed("claim_scope");
+                Ok(false)
+            }
+            Some(Ok(rows)) => {
+                self.last_scope_error = None;
+                let full = batch > 0 && rows.len() == batch as usize;
+                self.dispatch(&plugins, rows);
+                Ok(full)
+            }
+        }
+    }
+
+    /// Hands each row to its handler in a task of its own. The envelope is built before the handler
+    /// lookup, so a row whose type lost its handler still has one for the observers.
+    fn dispatch(&mut self, plugins: &PluginSet, rows: Vec<OutboxRecord>) {
+        for row in rows {
+            self.relay.metrics.claimed(&row.destination_type);
+            let id = row.id;
+            let (destination_type, destination) = (row.destination_type.clone(), row.destination.clone());
+            match envelope::build(row) {
+                Ok(envelope) => {
+                    let envelope = Arc::new(envelope);
+                    let handler = plugins.handler(&destination_type);
+                    let task = self.publishes.spawn(publish(handler, envelope.clone()));
+                    let flight = Flight {
+                        id,
+                        destination_type,
+                        destination,
+                        attempt: envelope.attempt,
+                        max_attempts: envelope.max_attempts,
+                        envelope: Some(envelope),
+                    };
+                    self.flights.insert(task.id(), flight);
+                    self.relay.metrics.in_flight(1);
+                }
+                Err(invalid) => {
+                    tracing::warn!(entry_id = id, error = %invalid, "dead-lettering a row that cannot be relayed");
+                    let flight = Flight { id, destination_type, destination, attempt: 0, max_attempts: 0, envelope: None };
+                    let attempted = Attempted::Permanent { message: invalid.to_string(), error_type: Some("invalid_row".into()) };
+                    self.landed.push(Landed { flight, attempted, elapsed: Duration::ZERO });
+                }
+            }
+        }
+    }
+
+    /// Counts the recorded outcomes and tells the observers, in order, once the marks have settled.
+    async fn settle(&mut self, landed: Vec<Landed>, decisions: Vec<Decision>, owned: Vec<bool>) {
+        let metrics = &self.relay.metrics;
+        for ((landed, decision), recorded) in landed.into_iter().zip(decisions).zip(owned) {
+            let flight = landed.flight;
+            if recorded {
+                let count = match decision.disposition {
+                    EntryDisposition::Published => Metrics::published,
+                    EntryDisposition::RetryScheduled => Metrics::retried,
+                    EntryDisposition::DeadLettered => Metrics::dead_lettered,
+                    EntryDisposition::Deferred => Metrics::deferred,
+                };
+                count(metrics, &flight.destination_type);
+            }
+            if !matches!(landed.attempted, Attempted::NoHandler) {
+                metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
+            }
+            let Some(envelope) = flight.envelope else { continue };
+            let event = PublishCompleted {
+                entry_id: flight.id,
+                destination_type: flight.destination_type,
+                destination: flight.destination,
+                attempt: flight.attempt,
+                max_attempts: flight.max_attempts,
+                outcome: decision.outcome,
+                disposition: decision.disposition,
+                disposition_recorded: recorded,
+                next_attempt_at: decision.next_attempt_at.map(envelope::unix_ms),
+                error_type: decision.error_type,
+                elapsed_micros: u64::try_from(landed.elapsed.as_micros()).unwrap_or(u64::MAX),
+                completed_at: envelope::unix_ms(Utc::now()),
+            };
+            self.observers.send(event, envelope).await;
+        }
+    }
+
+    fn log_scope_error(&mut self, message: String) {
+        let repeated = self
+            .last_scope_error
+            .as_ref()
+            .is_some_and(|(last, at)| *last == message && at.elapsed() < SCOPE_ERROR_LOG_INTERVAL);
+        if !repeated {
+            tracing::warn!(claimed_by = %self.claimed_by, "{message}");
+            self.last_scope_error = Some((message, Instant::now()));
+        }
+    }
+
+    /// On shutdown: claim nothing more, let publishes in flight finish within the grace period and
+    /// record them; whatever is still running then is abandoned and stays PROCESSING until lease
+    /// recovery.
+    async fn drain(mut self) {
+        let settings = self.relay.settings.clone();
+        let deadline = tokio::time::Instant::now() + settings.shutdown_grace;
+        while !self.flights.is_empty() {
+            match tokio::time::timeout_at(deadline, self.publishes.join_next_with_id()).await {
+                Ok(Some(joined)) => self.land(joined),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let abandoned = self.flights.len();
+        self.publishes.abort_all();
+        if abandoned > 0 {
+            tracing::warn!(abandoned, claimed_by = %self.claimed_by, "shutdown grace ended; unfinished rows stay PROCESSING until lease recovery");
+            self.relay.metrics.in_flight(-(abandoned as i64));
+        }
+        if !self.landed.is_empty() && self.turn(false).await.is_err() {
+            tracing::warn!("recording outcomes at shutdown failed; those rows stay PROCESSING until lease recovery");
+        }
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
+        self.observers.finish(remaining).await;
+    }
+}
+
+
+/// One publish, timed from the call to its result. No handler means the type lost its plugin after
+/// the claim: the row is deferred.
+async fn publish(handler: Option<Arc<HandlerPlugin>>, envelope: Arc<Envelope>) -> (Attempted, Duration) {
+    let Some(handler) = handler else {
+        return (Attempted::NoHandler, Duration::ZERO);
+    };
+    let started = Instant::now();
+    let attempted = Attempted::from_call(handler.publish(&envelope).await);
+    (attempted, started.elapsed())
+}

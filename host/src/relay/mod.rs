@@ -1,0 +1,97 @@
+//! The relay: claims committed rows, hands each to the plugin for its destination type, records the
+//! outcome, and tells the observers (seed 000 "Relay cycle", steps 1–10).
+//!
+//! - `cycle.rs`: one relay loop: mark finished rows and claim the next batch, dispatch publishes;
+//! - `envelope.rs`: a claimed row as the envelope plugins receive;
+//! - `outcome.rs`: what a publish result means for the row (published, retry, dead letter, deferred);
+//! - `backoff.rs`: the retry delay;
+//! - `capabilities.rs`: the claim scopes of the loaded handlers, asked each cycle;
+//! - `observers.rs`: publish observers, notified once per attempt after the mark settles;
+//! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net.
+
+mod backoff;
+mod capabilities;
+mod cycle;
+mod envelope;
+mod observers;
+mod outcome;
+mod wakeup;
+
+pub use backoff::Backoff;
+
+use crate::config::{RelayConfig, Strategy};
+use crate::metrics::Metrics;
+use crate::plugins::PluginSet;
+use crate::repository::OutboxRepository;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How the relay loops behave; built from `[relay]`.
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    pub node_id: String,
+    pub instances: u32,
+    pub strategy: Strategy,
+    pub polling_interval: Duration,
+    pub batch_size: u32,
+    pub max_in_flight: u32,
+    pub backoff: Backoff,
+    pub unresolvable_delay: Duration,
+    pub shutdown_grace: Duration,
+}
+
+impl RelaySettings {
+    pub fn from_config(config: &RelayConfig) -> Self {
+        RelaySettings {
+            node_id: config.node_id(),
+            instances: config.instances,
+            strategy: config.strategy,
+            polling_interval: config.polling_interval(),
+            batch_size: config.batch_size,
+            max_in_flight: config.max_in_flight,
+            backoff: Backoff::new(
+                Duration::from_millis(config.backoff_base_delay_ms),
+                Duration::from_millis(config.backoff_max_delay_ms),
+            ),
+            unresolvable_delay: config.unresolvable_delay(),
+            shutdown_grace: config.shutdown_grace(),
+        }
+    }
+}
+
+/// Everything the relay loops share.
+#[derive(Clone)]
+pub struct Relay {
+    pub repository: OutboxRepository,
+    pub plugins: watch::Receiver<Arc<PluginSet>>,
+    pub metrics: Metrics,
+    pub settings: Arc<RelaySettings>,
+}
+
+impl Relay {
+    /// Runs `instances` relay loops (and, with LISTEN_NOTIFY, the listener that wakes them) until
+    /// `shutdown`; then stops claiming and lets publishes in flight finish within the grace period.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let wakeups = wakeup::Wakeups::new(self.settings.instances as usize);
+        let listener = (self.settings.strategy == Strategy::ListenNotify).then(|| {
+            tokio::spawn(wakeup::listen(self.repository.pool().clone(), wakeups.clone(), self.metrics.clone(), shutdown.clone()))
+        });
+        let loops: Vec<_> = (0..self.settings.instances)
+            .map(|index| {
+                let claimed_by = format!("{}-{index}", self.settings.node_id);
+                let wake = wakeups.get(index as usize);
+                tokio::spawn(cycle::run_loop(self.clone(), claimed_by, wake, shutdown.clone()))
+            })
+            .collect();
+        for relay_loop in loops {
+            if let Err(error) = relay_loop.await {
+                tracing::error!(%error, "a relay loop ended abnormally");
+            }
+        }
+        if let Some(listener) = listener {
+            let _ = listener.await;
+        }
+    }
+}

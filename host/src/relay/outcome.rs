@@ -1,0 +1,194 @@
+//! What one publish attempt means for its row (seed 000 relay cycle, steps 4–8).
+
+use super::RelaySettings;
+use crate::plugins::{CallError, EntryDisposition, PublishOutcome, PublishResult};
+use crate::repository::Mark;
+use chrono::{DateTime, Utc};
+
+/// `last_error` is TEXT, but a plugin's message is bounded so one row cannot grow without limit.
+const MAX_ERROR_CHARS: usize = 4000;
+/// The `error_type` column is VARCHAR(500).
+const MAX_ERROR_TYPE_CHARS: usize = 500;
+
+/// How an attempt ended, before the relay decides what that means for the row.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Attempted {
+    Success,
+    Retryable { message: String, error_type: Option<String> },
+    Permanent { message: String, error_type: Option<String> },
+    Unresolvable,
+    /// No loaded handler serves the row's destination type (a reload raced the claim).
+    NoHandler,
+}
+
+impl Attempted {
+    /// A call that timed out, trapped or hit its memory limit is a retryable failure of this entry.
+    pub fn from_call(result: Result<PublishResult, CallError>) -> Self {
+        match result {
+            Ok(PublishResult::Success) => Attempted::Success,
+            Ok(PublishResult::Retryable(failure)) => {
+                Attempted::Retryable { message: failure.message, error_type: failure.error_type }
+            }
+            Ok(PublishResult::Permanent(failure)) => {
+                Attempted::Permanent { message: failure.message, error_type: failure.error_type }
+            }
+            Ok(PublishResult::Unresolvable(_)) => Attempted::Unresolvable,
+            Err(error) => Attempted::Retryable { message: error.to_string(), error_type: Some(error.error_type().to_owned()) },
+        }
+    }
+}
+
+/// The row's next state, and the facts observers receive.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Decision {
+    pub mark: Mark,
+    pub outcome: PublishOutcome,
+    pub disposition: EntryDisposition,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub error_type: Option<String>,
+}
+
+/// Success → published; retryable → retry with backoff, or dead letter once the incremented attempt
+/// reaches `max_attempts`; permanent → dead letter; unresolvable or no handler → deferred, attempt
+/// unchanged.
+pub(super) fn decide(
+    id: i64,
+    attempt: u32,
+    max_attempts: u32,
+    attempted: Attempted,
+    settings: &RelaySettings,
+    now: DateTime<Utc>,
+) -> Decision {
+    match attempted {
+        Attempted::Success => Decision {
+            mark: Mark::Published { id },
+            outcome: PublishOutcome::Success,
+            disposition: EntryDisposition::Published,
+            next_attempt_at: None,
+            error_type: None,
+        },
+        Attempted::Retryable { message, error_type } => {
+            let error_type = error_type.map(|t| cut(&t, MAX_ERROR_TYPE_CHARS));
+            let last_error = cut(&message, MAX_ERROR_CHARS);
+            let new_attempt = attempt.saturating_add(1);
+            if new_attempt >= max_attempts {
+                return Decision {
+                    mark: Mark::DeadLetter { id, last_error, error_type: error_type.clone() },
+                    outcome: PublishOutcome::RetryableFailure,
+                    disposition: EntryDisposition::DeadLettered,
+                    next_attempt_at: None,
+                    error_type,
+                };
+            }
+            let available_at = now + settings.backoff.delay(attempt);
+            Decision {
+                mark: Mark::Retry {
+                    id,
+                    new_attempt: i32::try_from(new_attempt).unwrap_or(i32::MAX),
+                    available_at,
+                    last_error,
+                    error_type: error_type.clone(),
+                },
+                outcome: PublishOutcome::RetryableFailure,
+                disposition: EntryDisposition::RetryScheduled,
+                next_attempt_at: Some(available_at),
+                error_type,
+            }
+        }
+        Attempted::Permanent { message, error_type } => {
+            let error_type = error_type.map(|t| cut(&t, MAX_ERROR_TYPE_CHARS));
+            Decision {
+                mark: Mark::DeadLetter { id, last_error: cut(&message, MAX_ERROR_CHARS), error_type: error_type.clone() },
+                outcome: PublishOutcome::PermanentFailure,
+                disposition: EntryDisposition::DeadLettered,
+                next_attempt_at: None,
+                error_type,
+            }
+        }
+        Attempted::Unresolvable | Attempted::NoHandler => Decision {
+            mark: Mark::Unresolvable { id, delay: settings.unresolvable_delay },
+            outcome: PublishOutcome::Unresolvable,
+            disposition: EntryDisposition::Deferred,
+            next_attempt_at: Some(now + settings.unresolvable_delay),
+            error_type: None,
+        },
+    }
+}
+
+fn cut(text: &str, max_chars: usize) -> String {
+    text.chars().take(max_chars).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RelayConfig;
+
+    fn settings() -> RelaySettings {
+        RelaySettings::from_config(&RelayConfig::default())
+    }
+
+    fn retryable() -> Attempted {
+        Attempted::Retryable { message: "HTTP 503".into(), error_type: Some("http_5xx".into()) }
+    }
+
+    #[test]
+    fn success_is_published() {
+        let decision = decide(1, 0, 20, Attempted::Success, &settings(), Utc::now());
+        assert_eq!(decision.mark, Mark::Published { id: 1 });
+        assert_eq!(decision.disposition, EntryDisposition::Published);
+    }
+
+    #[test]
+    fn a_retryable_failure_schedules_the_next_attempt_with_backoff() {
+        let now = Utc::now();
+        let decision = decide(1, 2, 20, retryable(), &settings(), now);
+        let Mark::Retry { new_attempt, available_at, .. } = decision.mark else { panic!("expected a retry") };
+        assert_eq!(new_attempt, 3);
+        let delay = (available_at - now).num_milliseconds();
+        assert!((3200..=4000).contains(&delay), "{delay}");
+        assert_eq!(decision.disposition, EntryDisposition::RetryScheduled);
+        assert_eq!(decision.next_attempt_at, Some(available_at));
+    }
+
+    #[test]
+    fn the_last_retryable_failure_dead_letters() {
+        let decision = decide(1, 19, 20, retryable(), &settings(), Utc::now());
+        assert!(matches!(decision.mark, Mark::DeadLetter { .. }));
+        assert_eq!(decision.outcome, PublishOutcome::RetryableFailure);
+        assert_eq!(decision.disposition, EntryDisposition::DeadLettered);
+    }
+
+    #[test]
+    fn a_permanent_failure_dead_letters_at_once() {
+        let attempted = Attempted::Permanent { message: "HTTP 404".into(), error_type: None };
+        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        assert!(matches!(decision.mark, Mark::DeadLetter { .. }));
+        assert_eq!(decision.disposition, EntryDisposition::DeadLettered);
+    }
+
+    #[test]
+    fn unresolvable_and_no_handler_defer_without_an_attempt() {
+        for attempted in [Attempted::Unresolvable, Attempted::NoHandler] {
+            let decision = decide(1, 4, 20, attempted, &settings(), Utc::now());
+            assert!(matches!(decision.mark, Mark::Unresolvable { .. }));
+            assert_eq!(decision.disposition, EntryDisposition::Deferred);
+            assert!(decision.next_attempt_at.is_some());
+        }
+    }
+
+    #[test]
+    fn a_timeout_is_a_retryable_failure_typed_timeout() {
+        let attempted = Attempted::from_call(Err(CallError::Timeout { limit_ms: 5 }));
+        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        assert_eq!(decision.error_type.as_deref(), Some("timeout"));
+        assert_eq!(decision.outcome, PublishOutcome::RetryableFailure);
+    }
+
+    #[test]
+    fn a_long_error_type_is_cut_to_the_column() {
+        let attempted = Attempted::Permanent { message: "x".into(), error_type: Some("t".repeat(900)) };
+        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        assert_eq!(decision.error_type.unwrap().len(), 500);
+    }
+}

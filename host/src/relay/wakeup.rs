@@ -1,0 +1,93 @@
+//! Wake-ups for the relay loops: LISTEN on the notification channel, with polling as the safety net.
+//! When the listening connection drops, the loops keep polling while the listener reconnects with
+//! backoff; each transition is logged.
+
+use crate::metrics::Metrics;
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The channel the outbox trigger notifies on insert.
+pub const CHANNEL: &str = "transactional_outbox_channel";
+/// The listening connection's `application_name`, so operators (and tests) can find it.
+pub const LISTENER_APPLICATION_NAME: &str = "outbox-host listener";
+const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+
+/// One wake-up per relay loop. `notify_one` keeps a permit when the loop is busy, so a notification
+/// that arrives mid-cycle is not lost.
+#[derive(Clone)]
+pub(super) struct Wakeups {
+    loops: Arc<Vec<Arc<Notify>>>,
+}
+
+impl Wakeups {
+    pub fn new(loops: usize) -> Self {
+        Wakeups { loops: Arc::new((0..loops).map(|_| Arc::new(Notify::new())).collect()) }
+    }
+
+    pub fn get(&self, index: usize) -> Arc<Notify> {
+        self.loops[index].clone()
+    }
+
+    fn wake_all(&self) {
+        self.loops.iter().for_each(|wake| wake.notify_one());
+    }
+}
+
+/// Listens until `shutdown`, reconnecting with backoff whenever the connection is lost.
+pub(super) async fn listen(pool: PgPool, wakeups: Wakeups, metrics: Metrics, shutdown: CancellationToken) {
+    let options = pool.connect_options().as_ref().clone().application_name(LISTENER_APPLICATION_NAME);
+    let listen_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+    let mut delay = RECONNECT_FIRST;
+    let mut was_listening = false;
+    loop {
+        match subscribe(&listen_pool).await {
+            Ok(mut listener) => {
+                tracing::info!(channel = CHANNEL, "LISTEN connected; notifications wake the relay");
+                metrics.listening(true);
+                delay = RECONNECT_FIRST;
+                was_listening = true;
+                // Rows inserted while we were not listening are found now rather than at the next poll.
+                wakeups.wake_all();
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        received = listener.try_recv() => match received {
+                            Ok(Some(_)) => wakeups.wake_all(),
+                            Ok(None) => {
+                                tracing::warn!("LISTEN connection lost; falling back to polling until it is back");
+                                break;
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "LISTEN connection failed; falling back to polling until it is back");
+                                break;
+                            }
+                        }
+                    }
+                }
+                metrics.listening(false);
+            }
+            Err(error) => {
+                if was_listening || delay == RECONNECT_FIRST {
+                    tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "cannot LISTEN; polling only");
+                }
+                was_listening = false;
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(RECONNECT_MAX);
+    }
+}
+
+async fn subscribe(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}

@@ -1,0 +1,144 @@
+//! The service `outbox-host run` starts: the database, the plugins, the relay loops, maintenance and
+//! the admin listener, all stopped by one cancellation token.
+
+use crate::admin::{self, AdminState};
+use crate::config::Config;
+use crate::database::{self, DatabaseError, Tables};
+use crate::maintenance::Maintenance;
+use crate::metrics::Metrics;
+use crate::plugins::{EngineConfig, PluginEngine, PluginError, PluginSet, PluginState};
+use crate::relay::{Relay, RelaySettings};
+use crate::repository::OutboxRepository;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Database(#[from] DatabaseError),
+    #[error(transparent)]
+    Plugins(#[from] PluginError),
+    #[error("cannot listen on admin.listen {addr}: {source}")]
+    AdminListen { addr: SocketAddr, source: std::io::Error },
+}
+
+/// A started service. Dropping it does not stop it: call [`RunningService::stop`], or cancel its
+/// token and [`RunningService::wait`].
+pub struct RunningService {
+    admin_addr: SocketAddr,
+    repository: OutboxRepository,
+    plugins: watch::Receiver<Arc<PluginSet>>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+/// Connects, migrates (unless `database.migrate = false`), loads the plugins and starts everything.
+pub async fn start(config: &Config) -> Result<RunningService, StartError> {
+    let options = database::connect_options(config.database_url())?;
+    let schema = config.schema();
+    if config.database.migrate {
+        database::migrate(&options, schema.as_ref()).await?;
+    }
+    let pool = database::connect(options, config.database.max_connections).await?;
+    let repository = OutboxRepository::new(pool, Tables::new(schema));
+    let metrics = Metrics::new();
+    let engine = PluginEngine::new(EngineConfig { cache_dir: Some(config.plugins.cache_dir()), ..EngineConfig::default() })?;
+    let (plugins_tx, plugins) = watch::channel(Arc::new(PluginSet::default()));
+    metrics.watch_plugins(plugins.clone());
+    let shutdown = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+
+    let addr = config.admin.listen_addr();
+    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::AdminListen { addr, source })?;
+    let admin_addr = listener.local_addr().map_err(|source| StartError::AdminListen { addr, source })?;
+    let plugins_loaded = Arc::new(AtomicBool::new(false));
+    let admin_state = AdminState::new(repository.clone(), plugins.clone(), metrics.clone(), plugins_loaded.clone());
+    let admin_shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        if let Err(error) = admin::serve(listener, admin_state, admin_shutdown).await {
+            tracing::error!(%error, "the admin listener stopped");
+        }
+    });
+    tracing::info!(%admin_addr, "admin listener up: /healthz /readyz /metrics /plugins");
+
+    let set = PluginSet::load_dir(&engine, &config.plugins.dir).await;
+    log_plugin_statuses(&set);
+    plugins_tx.send_replace(Arc::new(set));
+    plugins_loaded.store(true, Ordering::Release);
+
+    let relay = Relay {
+        repository: repository.clone(),
+        plugins: plugins.clone(),
+        metrics: metrics.clone(),
+        settings: Arc::new(RelaySettings::from_config(&config.relay)),
+    };
+    tasks.spawn(relay.run(shutdown.clone()));
+    tasks.spawn(Maintenance::from_config(repository.clone(), metrics.clone(), config).run(shutdown.clone()));
+    // Keeps the plugin set's sender alive for the service's lifetime.
+    tasks.spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.cancelled().await;
+            drop(plugins_tx);
+        }
+    });
+    Ok(RunningService { admin_addr, repository, plugins, shutdown, tasks })
+}
+
+fn log_plugin_statuses(set: &PluginSet) {
+    for status in set.statuses() {
+        let file = status.file.display().to_string();
+        match status.state {
+            PluginState::Loaded => tracing::info!(%file, destination_type = ?status.destination_type, "plugin loaded"),
+            PluginState::Failed => {
+                tracing::warn!(%file, error = status.last_error.as_deref().unwrap_or(""), "plugin not loaded; it claims nothing")
+            }
+            PluginState::Conflicting => tracing::warn!(
+                %file,
+                destination_type = ?status.destination_type,
+                "another plugin declares the same destination type; neither is used until that is resolved"
+            ),
+        }
+    }
+}
+
+impl RunningService {
+    /// Where the admin listener is bound (useful with `admin.listen = "127.0.0.1:0"`).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    pub fn repository(&self) -> &OutboxRepository {
+        &self.repository
+    }
+
+    /// The plugin set in use; it changes when the plugins directory does.
+    pub fn plugins(&self) -> watch::Receiver<Arc<PluginSet>> {
+        self.plugins.clone()
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops claiming, lets publishes in flight finish within the grace period, and returns when
+    /// everything has stopped.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.wait().await;
+    }
+
+    /// Returns once the service has stopped (after its token was cancelled).
+    pub async fn wait(mut self) {
+        while let Some(result) = self.tasks.join_next().await {
+            if let Err(error) = result {
+                tracing::error!(%error, "a service task ended abnormally");
+            }
+        }
+    }
+}
