@@ -1,4 +1,10 @@
-//! Shared helpers for the integration tests and benchmarks: a fresh database schema per test, and the
-//! paths of the plugins built from source by this crate's build script.
+//! Shared helpers for the integration tests and benchmarks: a fresh database schema per test, the
+//! paths of the plugins built from source by this crate's build script, and small servers and
+//! directories the tests need.
 
 pub mod db;
+pub mod http_stub;
+pub mod log_capture;
+pub mod plugin_engine;
+pub mod plugins;
+pub mod scratch;

@@ -1,92 +1,100 @@
-//! The `outbox-host` command line: parses arguments, loads configuration, and hands off to the library.
-//! Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
+//! The `outbox-host` command line. Each subcommand parses into its own arguments and runs from the
+//! library; every path returns the process exit code: 0 done, 1 failed while running (or, for
+//! `plugin test`, an outcome other than success), 2 bad configuration, usage or plugin load error.
 
-use crate::config::{Config, ConfigError};
+pub mod plugin;
+
+use crate::config::{Config, LogFormat};
 use crate::database;
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
+
+pub const EXIT_SUCCESS: u8 = 0;
+pub const EXIT_FAILURE: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "outbox-host", version, about = "Transactional-outbox relay for PostgreSQL with WebAssembly destination plugins")]
+#[command(
+    name = "outbox-host",
+    version,
+    about = "Transactional-outbox relay for PostgreSQL with WebAssembly destination handlers"
+)]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+pub enum Command {
     /// Apply the database migrations (into `database.schema` when set).
     Migrate {
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Default: the configuration's `database.url`, else DATABASE_URL, else the local `test` database.
-        #[arg(long)]
+        #[arg(long, value_name = "URL")]
         database_url: Option<String>,
     },
     /// Run the relay service until SIGTERM or SIGINT.
     Run {
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Test, inspect and list plugins.
+    Plugin(plugin::PluginArgs),
 }
 
 #[derive(Debug, Subcommand)]
-enum ConfigCommand {
+pub enum ConfigCommand {
     /// Print the effective configuration (file, environment, defaults) with secrets masked.
     Print {
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
 }
 
-/// Exit code for a configuration or usage error.
-pub const EXIT_USAGE: u8 = 2;
-
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Runs the parsed command line, printing reports to `out` and errors to `err`.
+pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     match cli.command {
-        Command::Migrate { config, database_url } => with_config(config, |mut config| {
+        Command::Migrate { config, database_url } => {
+            let Some(mut config) = load_config(config, err) else { return EXIT_USAGE };
             if let Some(url) = database_url {
                 config.database.url = Some(url);
             }
             init_logging(&config);
-            block_on(migrate(&config))
-        }),
-        Command::Run { config } => with_config(config, |config| {
+            finish(migrate(&config).await, err)
+        }
+        Command::Run { config } => {
+            let Some(config) = load_config(config, err) else { return EXIT_USAGE };
             init_logging(&config);
-            block_on(run(config))
-        }),
-        Command::Config(ConfigCommand::Print { config }) => with_config(config, |config| {
-            print!("{}", config.to_masked_toml());
-            ExitCode::SUCCESS
-        }),
+            finish(serve(config).await, err)
+        }
+        Command::Config(ConfigCommand::Print { config }) => {
+            let Some(config) = load_config(config, err) else { return EXIT_USAGE };
+            let _ = write!(out, "{}", config.to_masked_toml());
+            EXIT_SUCCESS
+        }
+        Command::Plugin(args) => {
+            init_logging(&Config::default());
+            plugin::run(args, out, err).await
+        }
     }
 }
 
-/// Loads the configuration, or ends with exit code 2 and one line naming the offending key.
-fn with_config(file: Option<PathBuf>, then: impl FnOnce(Config) -> ExitCode) -> ExitCode {
-    match Config::load(file.as_deref()) {
-        Ok(config) => then(config),
-        Err(error) => usage_error(&error),
-    }
+/// The configuration, or `None` after one line on `err` naming the offending key.
+fn load_config(file: Option<PathBuf>, err: &mut dyn Write) -> Option<Config> {
+    Config::load(file.as_deref()).map_err(|error| writeln!(err, "error: {error}")).ok()
 }
 
-fn usage_error(error: &ConfigError) -> ExitCode {
-    eprintln!("error: {error}");
-    ExitCode::from(EXIT_USAGE)
-}
-
-fn block_on(work: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
-    match runtime.block_on(work) {
-        Ok(()) => ExitCode::SUCCESS,
+fn finish(result: anyhow::Result<()>, err: &mut dyn Write) -> u8 {
+    match result {
+        Ok(()) => EXIT_SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            let _ = writeln!(err, "error: {error:#}");
+            EXIT_FAILURE
         }
     }
 }
@@ -99,7 +107,7 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config) -> anyhow::Result<()> {
     let service = crate::service::start(&config).await?;
     let shutdown = service.shutdown_token();
     tokio::spawn(async move {
@@ -122,13 +130,14 @@ async fn wait_for_termination() {
     }
 }
 
-/// Human or JSON log lines on stderr; `RUST_LOG` overrides `log.level`.
+/// Human or JSON log lines on stderr; `RUST_LOG` overrides `log.level`. Only the first call in a
+/// process takes effect.
 pub fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match config.log.format {
-        crate::config::LogFormat::Human => builder.try_init(),
-        crate::config::LogFormat::Json => builder.json().try_init(),
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
     };
 }

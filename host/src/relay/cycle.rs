@@ -45,16 +45,17 @@ pub(super) async fn run_loop(relay: Relay, claimed_by: String, wake: Arc<Notify>
     let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut plugins = state.relay.plugins.clone();
-    let mut claim_now = true;
+    // The last turn's claim came back full (more is likely waiting), or the last turn failed.
+    let mut again = true;
     let mut failures = 0u32;
     loop {
-        if state.landed.is_empty() && !claim_now {
+        if state.landed.is_empty() && !again {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(joined) = state.publishes.join_next_with_id(), if !state.publishes.is_empty() => state.land(joined),
-                _ = wake.notified() => claim_now = true,
-                _ = poll.tick() => claim_now = true,
-                Ok(()) = plugins.changed() => claim_now = true,
+                _ = wake.notified() => {}
+                _ = poll.tick() => {}
+                Ok(()) = plugins.changed() => {}
             }
         }
         while let Some(joined) = state.publishes.try_join_next_with_id() {
@@ -63,17 +64,20 @@ pub(super) async fn run_loop(relay: Relay, claimed_by: String, wake: Arc<Notify>
         match state.turn(true).await {
             Ok(full_batch) => {
                 failures = 0;
-                claim_now = full_batch;
+                again = full_batch;
             }
             Err(()) => {
                 failures += 1;
-                claim_now = true;
+                again = true;
                 let pause = RETRY_FIRST.saturating_mul(1 << failures.min(16)).min(state.relay.settings.polling_interval);
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = tokio::time::sleep(pause) => {}
                 }
             }
+        }
+        if shutdown.is_cancelled() {
+            break;
         }
     }
     state.drain().await;

@@ -1,0 +1,341 @@
+//! `wasi:http` outgoing requests, checked against the manifest's `http.allowed_hosts`.
+//!
+//! The check runs in our own [`WasiHttpHooks::send_request`], the one door every outgoing request of
+//! a guest passes through (the default hook of wasmtime-wasi-http sends anywhere). A request whose
+//! scheme, host and port match no pattern fails with `HTTP-request-denied` and no socket is opened.
+//! The host sends exactly the request it was given and never follows a redirect: a 3xx reaches the
+//! guest as a response, and a request the guest then makes to the new location passes the same check.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::Uri;
+use http::uri::Scheme;
+use http_body_util::BodyExt;
+use wasmtime::component::Linker;
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
+
+use crate::plugins::bindings::Level;
+use crate::plugins::capabilities::log::{LogSource, PluginLog};
+use crate::plugins::sandbox::StoreState;
+
+/// What sending one request yields: the response, and a future that drives the connection to its end.
+pub type SendResult = Result<(http::Response<WasiBody>, IoFuture), HttpError>;
+pub type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
+pub type SendFuture = Box<dyn Future<Output = SendResult> + Send>;
+
+/// Where the requests a plugin is allowed to make go: the network, or the mock envelope runner.
+pub trait HttpSender: Send + Sync {
+    fn send(&self, request: http::Request<WasiBody>, options: Option<RequestOptions>)
+    -> SendFuture;
+}
+
+/// Sends over the network, one request per connection, without following redirects.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NetworkSender;
+
+impl HttpSender for NetworkSender {
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> SendFuture {
+        Box::new(async move {
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            Ok((
+                response.map(BodyExt::boxed_unsync),
+                Box::new(io) as IoFuture,
+            ))
+        })
+    }
+}
+
+/// One entry of `http.allowed_hosts`: `scheme://host[:port]`, where a host of `*.example.com` matches
+/// every subdomain of `example.com` (not `example.com` itself) and a missing port is the scheme's
+/// default (80 for http, 443 for https).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    https: bool,
+    host: HostMatch,
+    port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostMatch {
+    Exact(String),
+    /// The part after `*.`.
+    Subdomains(String),
+}
+
+/// Why an `http.allowed_hosts` entry was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a `scheme://host[:port]` pattern (scheme http or https, host optionally `*.domain`)"
+)]
+pub struct HostPatternError(pub String);
+
+impl HostPattern {
+    pub fn parse(pattern: &str) -> Result<Self, HostPatternError> {
+        let invalid = || HostPatternError(pattern.to_owned());
+        let (scheme, authority) = pattern.split_once("://").ok_or_else(invalid)?;
+        let https = match scheme.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
+            _ => return Err(invalid()),
+        };
+        let (host, port) = split_host_port(authority).ok_or_else(invalid)?;
+        let port = match port {
+            Some(port) => port
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(invalid)?,
+            None => default_port(https),
+        };
+        let host = normalize_host(host);
+        let host = match host.strip_prefix("*.") {
+            Some(domain) if is_host_name(domain) => HostMatch::Subdomains(domain.to_owned()),
+            None if is_host_name(&host) || is_ipv6_literal(&host) => HostMatch::Exact(host.clone()),
+            _ => return Err(invalid()),
+        };
+        Ok(Self { https, host, port })
+    }
+
+    fn matches(&self, https: bool, host: &str, port: u16) -> bool {
+        self.https == https
+            && self.port == port
+            && match &self.host {
+                HostMatch::Exact(name) => host == name,
+                HostMatch::Subdomains(domain) => host
+                    .strip_suffix(domain.as_str())
+                    .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+            }
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        let host = match &self.host {
+            HostMatch::Exact(name) => name.clone(),
+            HostMatch::Subdomains(domain) => format!("*.{domain}"),
+        };
+        write!(f, "{scheme}://{host}:{}", self.port)
+    }
+}
+
+fn default_port(https: bool) -> u16 {
+    if https { 443 } else { 80 }
+}
+
+/// Splits `host[:port]`, keeping an IPv6 literal's brackets; `None` for anything with a path,
+/// query, user info or an empty host.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        return None;
+    }
+    if authority.starts_with('[') {
+        let end = authority.find(']')?;
+        let (host, rest) = authority.split_at(end + 1);
+        return match rest {
+            "" => Some((host, None)),
+            _ => Some((host, Some(rest.strip_prefix(':')?))),
+        };
+    }
+    match authority.split_once(':') {
+        Some((host, port)) if !host.is_empty() => Some((host, Some(port))),
+        Some(_) => None,
+        None => Some((authority, None)),
+    }
+}
+
+/// Host names compare without case and without a trailing root dot.
+fn normalize_host(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn is_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+}
+
+fn is_ipv6_literal(host: &str) -> bool {
+    host.strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .is_some_and(|addr| addr.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// The HTTP capability of one plugin instance: its allow-list and where allowed requests go.
+#[derive(Clone)]
+pub struct HttpGate {
+    log: PluginLog,
+    allowed: Arc<[HostPattern]>,
+    sender: Arc<dyn HttpSender>,
+}
+
+impl HttpGate {
+    /// Denials are written to the plugin's `log`, so a plugin author sees them in the mock runner's
+    /// report too.
+    pub fn new(log: PluginLog, allowed: Vec<HostPattern>, sender: Arc<dyn HttpSender>) -> Self {
+        Self {
+            log,
+            allowed: allowed.into(),
+            sender,
+        }
+    }
+
+    /// Whether a request to `uri` may leave the host. Only http and https with a host are considered.
+    pub fn allows(&self, uri: &Uri) -> bool {
+        let https = match uri.scheme() {
+            Some(scheme) if *scheme == Scheme::HTTPS => true,
+            Some(scheme) if *scheme == Scheme::HTTP => false,
+            _ => return false,
+        };
+        let Some(host) = uri.host() else { return false };
+        let host = normalize_host(host);
+        let port = uri.port_u16().unwrap_or(default_port(https));
+        self.allowed
+            .iter()
+            .any(|pattern| pattern.matches(https, &host, port))
+    }
+}
+
+impl WasiHttpHooks for HttpGate {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _request_errors: IoFuture,
+    ) -> SendFuture {
+        if self.allows(request.uri()) {
+            return self.sender.send(request, options);
+        }
+        // The URL is the plugin's destination, a claim-scope target: it is not logged.
+        let message =
+            "outgoing HTTP request denied: no entry of http.allowed_hosts matches".to_owned();
+        self.log.write(Level::Warn, LogSource::Host, message);
+        Box::new(async { Err(HttpError::HttpRequestDenied) })
+    }
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
+        }
+    }
+}
+
+pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::capabilities::log::LogSink;
+
+    fn gate(patterns: &[&str]) -> HttpGate {
+        let allowed = patterns
+            .iter()
+            .map(|p| HostPattern::parse(p).unwrap())
+            .collect();
+        HttpGate::new(
+            PluginLog::new("test".into(), LogSink::Tracing),
+            allowed,
+            Arc::new(NetworkSender),
+        )
+    }
+
+    fn allows(patterns: &[&str], url: &str) -> bool {
+        gate(patterns).allows(&url.parse().unwrap())
+    }
+
+    #[test]
+    fn an_empty_allow_list_denies_everything() {
+        assert!(!allows(&[], "https://example.com/"));
+    }
+
+    #[test]
+    fn a_pattern_without_port_allows_only_the_default_port_of_its_scheme() {
+        assert!(allows(
+            &["https://hooks.example.com"],
+            "https://hooks.example.com/x"
+        ));
+        assert!(allows(
+            &["https://hooks.example.com"],
+            "https://hooks.example.com:443/x"
+        ));
+        assert!(!allows(
+            &["https://hooks.example.com"],
+            "https://hooks.example.com:8443/x"
+        ));
+        assert!(!allows(
+            &["https://hooks.example.com"],
+            "http://hooks.example.com/x"
+        ));
+    }
+
+    #[test]
+    fn a_pattern_with_port_allows_that_port_only() {
+        assert!(allows(
+            &["http://127.0.0.1:8080"],
+            "http://127.0.0.1:8080/hook"
+        ));
+        assert!(!allows(
+            &["http://127.0.0.1:8080"],
+            "http://127.0.0.1:8081/hook"
+        ));
+        assert!(!allows(&["http://127.0.0.1:8080"], "http://127.0.0.1/hook"));
+    }
+
+    #[test]
+    fn a_wildcard_allows_subdomains_but_not_the_domain_itself() {
+        let pattern = ["https://*.example.com"];
+        assert!(allows(&pattern, "https://a.example.com/"));
+        assert!(allows(&pattern, "https://a.b.example.com/"));
+        assert!(!allows(&pattern, "https://example.com/"));
+        assert!(!allows(&pattern, "https://badexample.com/"));
+        assert!(!allows(&pattern, "https://example.com.evil.net/"));
+    }
+
+    #[test]
+    fn hosts_compare_without_case() {
+        assert!(allows(
+            &["https://Hooks.Example.com"],
+            "https://HOOKS.example.COM/"
+        ));
+    }
+
+    #[test]
+    fn an_ipv6_literal_is_a_host() {
+        assert!(allows(&["http://[::1]:8080"], "http://[::1]:8080/"));
+        assert!(!allows(&["http://[::1]:8080"], "http://127.0.0.1:8080/"));
+    }
+
+    #[test]
+    fn a_pattern_with_a_path_user_info_or_other_scheme_is_rejected() {
+        for bad in [
+            "https://example.com/path",
+            "https://user@example.com",
+            "ftp://example.com",
+            "example.com",
+            "https://",
+            "https://example.com:0",
+            "https://example.com:99999",
+            "https://ex*ample.com",
+            "https://*.",
+        ] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The wasmtime engine every plugin runs on: component model, async, the pooling allocator, epoch
+//! interruption (with a ticker thread), one linker with every host capability, and the
+//! compiled-component cache.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::plugins::cache::{CompileSource, ComponentCache, ContentHash};
+use crate::plugins::capabilities;
+use crate::plugins::error::{LoadError, PluginError};
+use crate::plugins::manifest::Limits;
+use crate::plugins::pool::PoolPolicy;
+use crate::plugins::sandbox::StoreState;
+
+/// How often the epoch advances: a guest that never yields gives the executor back this often, and
+/// a call ends at most this long after its deadline.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Core instances per component instance the pool makes room for: a Rust component has about 3
+/// (the module and wit-component's shims), Python and JavaScript components more.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+
+/// Tables per component instance the pool makes room for (one per core module that defines one).
+const TABLES_PER_COMPONENT: u32 = 8;
+
+/// How the engine is set up. The defaults suit a service with tens of plugins.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Where compiled components are cached; `None` compiles on every load.
+    pub cache_dir: Option<PathBuf>,
+    /// Component instances alive at once, kept or in use, across all plugins. Each reserves a linear
+    /// memory slot of virtual address space (4 GiB, not resident), so 1,000 reserve about 4 TiB of
+    /// the 128 TiB a 64-bit process has.
+    pub max_instances: u32,
+    pub pool: PoolPolicy,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            max_instances: 1_000,
+            pool: PoolPolicy::default(),
+        }
+    }
+}
+
+/// The plugin runtime's engine; cheap to clone.
+#[derive(Clone)]
+pub struct PluginEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    cache: Option<ComponentCache>,
+    pool: PoolPolicy,
+    _ticker: EpochTicker,
+}
+
+impl PluginEngine {
+    pub fn new(config: EngineConfig) -> Result<Self, PluginError> {
+        let engine = Engine::new(&wasmtime_config(config.max_instances))
+            .map_err(|error| PluginError::Engine(format!("{error:#}")))?;
+        let mut linker = Linker::new(&engine);
+        capabilities::add_to_linker(&mut linker)
+            .map_err(|error| PluginError::Engine(format!("{error:#}")))?;
+        let cache = config
+            .cache_dir
+            .map(|path| {
+                ComponentCache::open(&path, &engine)
+                    .map_err(|source| PluginError::CacheDir { path, source })
+            })
+            .transpose()?;
+        let ticker = EpochTicker::start(engine.clone()).map_err(|error| {
+            PluginError::Engine(format!("cannot start the epoch ticker: {error}"))
+        })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache,
+                pool: config.pool,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<StoreState> {
+        &self.inner.linker
+    }
+
+    pub(crate) fn pool_policy(&self) -> PoolPolicy {
+        self.inner.pool
+    }
+
+    /// Compiles `wasm` (or reads it from the cache) on a blocking thread: compiling a large
+    /// component takes seconds of CPU.
+    pub(crate) async fn component(
+        &self,
+        wasm: Vec<u8>,
+        hash: ContentHash,
+    ) -> Result<(Component, CompileSource), LoadError> {
+        let inner = self.inner.clone();
+        let compiled = tokio::task::spawn_blocking(move || match &inner.cache {
+            Some(cache) => cache.load_or_compile(&inner.engine, &wasm, hash),
+            None => {
+                Component::from_binary(&inner.engine, &wasm).map(|c| (c, CompileSource::Compiled))
+            }
+        })
+        .await
+        .map_err(|error| LoadError::Compile(error.to_string()))?;
+        compiled.map_err(|error| LoadError::Compile(format!("{error:#}")))
+    }
+}
+
+fn wasmtime_config(max_instances: u32) -> Config {
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(max_instances)
+        .total_core_instances(max_instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+        .total_memories(max_instances)
+        .total_tables(max_instances.saturating_mul(TABLES_PER_COMPONENT))
+        .total_stacks(max_instances)
+        .max_memory_size(Limits::MAX_MEMORY_MB as usize * 1024 * 1024);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    config
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    /// Without a ticker no call could be interrupted, so failing to start one fails the engine.
+    fn start(engine: Engine) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("plugin-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The plugin runtime's errors. None of their messages carries a payload, a header value or a
+//! claim-scope target: they name files, keys, limits and trap codes only.
+
+use std::path::PathBuf;
+
+use crate::plugins::manifest::ManifestError;
+
+/// The engine could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("cannot configure the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("cannot use the compiled-component cache directory {path}: {source}")]
+    CacheDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A plugin file was not loaded; its destination type claims nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("manifest {path}: {source}")]
+    Manifest {
+        path: PathBuf,
+        source: ManifestError,
+    },
+    #[error("not a WebAssembly component this host can compile: {0}")]
+    Compile(String),
+    #[error(
+        "implements no known world: it exports neither `{}` nor `{}`",
+        crate::plugins::World::HANDLER_EXPORT,
+        crate::plugins::World::OBSERVER_EXPORT
+    )]
+    UnknownWorld,
+    #[error(
+        "exports both `{}` and `{}`; a component implements one world",
+        crate::plugins::World::HANDLER_EXPORT,
+        crate::plugins::World::OBSERVER_EXPORT
+    )]
+    TwoWorlds,
+    #[error("the manifest grants `{capability}`, which the publish-observer world does not have")]
+    CapabilityOutsideWorld { capability: &'static str },
+    #[error("cannot be linked against the host: {0}")]
+    Link(String),
+    #[error("declares destination type {0:?}, which does not match ^[A-Za-z0-9_-]{{1,32}}$")]
+    DestinationType(String),
+    #[error("`{function}` failed while loading: {source}")]
+    Call {
+        function: &'static str,
+        source: CallError,
+    },
+}
+
+/// A call into a plugin did not return normally. Every kind is retryable for the relay: the
+/// instance is retired and the next call runs on another.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("the call ran past its time limit of {limit_ms} ms")]
+    Timeout { limit_ms: u64 },
+    #[error("the plugin trapped: {reason}")]
+    Trap { reason: String },
+    #[error("the plugin went past its memory limit of {limit_mb} MiB")]
+    Memory { limit_mb: u32 },
+    /// No instance could be made (for example the engine's instance pool is exhausted).
+    #[error("no instance of the plugin could be made: {reason}")]
+    Instantiate { reason: String },
+}
+
+impl CallError {
+    /// The error type the relay records: `timeout`, `trap`, `memory` or `instantiate`.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "timeout",
+            Self::Trap { .. } => "trap",
+            Self::Memory { .. } => "memory",
+            Self::Instantiate { .. } => "instantiate",
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! A loaded destination handler: the relay's view of one `destination-handler` component.
+
+use std::fmt;
+
+use tokio::time::timeout;
+
+use crate::plugins::bindings::{DestinationHandlerPre, Envelope, PublishResult, Scope};
+use crate::plugins::error::{CallError, LoadError};
+use crate::plugins::manifest::Limits;
+use crate::plugins::pool::InstancePool;
+use crate::plugins::sandbox::StoreState;
+use crate::plugins::stats::CallStatsSnapshot;
+
+pub struct HandlerPlugin {
+    name: String,
+    destination_type: String,
+    pool: InstancePool<DestinationHandlerPre<StoreState>>,
+}
+
+impl HandlerPlugin {
+    /// Asks the component for its destination type, once: it is fixed for the plugin's lifetime.
+    pub(crate) async fn start(
+        name: String,
+        pool: InstancePool<DestinationHandlerPre<StoreState>>,
+    ) -> Result<Self, LoadError> {
+        let destination_type = {
+            let call_error = |source| LoadError::Call {
+                function: "destination-type",
+                source,
+            };
+            let mut lease = pool.lease().await.map_err(call_error)?;
+            let (store, handler, limit) = lease.arm();
+            let result = timeout(
+                limit,
+                handler.outbox_relay_handler().call_destination_type(store),
+            )
+            .await;
+            lease.settle(result).map_err(call_error)?
+        };
+        if !is_valid_destination_type(&destination_type) {
+            let shown: String = destination_type.chars().take(64).collect();
+            return Err(LoadError::DestinationType(shown));
+        }
+        Ok(Self {
+            name,
+            destination_type,
+            pool,
+        })
+    }
+
+    /// The file stem the plugin was loaded from.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn destination_type(&self) -> &str {
+        &self.destination_type
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.pool.limits()
+    }
+
+    pub fn stats(&self) -> CallStatsSnapshot {
+        self.pool.stats()
+    }
+
+    /// Which rows this handler may claim; asked once per claim cycle.
+    pub async fn claim_scope(&self) -> Result<Scope, CallError> {
+        let mut lease = self.pool.lease().await?;
+        let (store, handler, limit) = lease.arm();
+        let result = timeout(
+            limit,
+            handler.outbox_relay_handler().call_claim_scope(store),
+        )
+        .await;
+        lease.settle(result)
+    }
+
+    pub async fn publish(&self, envelope: &Envelope) -> Result<PublishResult, CallError> {
+        let mut lease = self.pool.lease().await?;
+        let (store, handler, limit) = lease.arm();
+        let result = timeout(
+            limit,
+            handler.outbox_relay_handler().call_publish(store, envelope),
+        )
+        .await;
+        lease.settle(result)
+    }
+}
+
+/// What the admin endpoint shows of a claim scope: never its target values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScopeSummary {
+    All,
+    Destinations(usize),
+}
+
+impl ScopeSummary {
+    pub fn of(scope: &Scope) -> Self {
+        match scope {
+            Scope::All => Self::All,
+            Scope::Destinations(targets) => Self::Destinations(targets.len()),
+        }
+    }
+}
+
+impl fmt::Display for ScopeSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::All => f.write_str("all"),
+            Self::Destinations(count) => write!(f, "destinations ({count})"),
+        }
+    }
+}
+
+/// `^[A-Za-z0-9_-]{1,32}$`
+fn is_valid_destination_type(value: &str) -> bool {
+    (1..=32).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_summary_counts_destinations_without_naming_them() {
+        let scope = Scope::Destinations(vec!["secret-target".into(), "other".into()]);
+        assert_eq!(ScopeSummary::of(&scope).to_string(), "destinations (2)");
+        assert_eq!(ScopeSummary::of(&Scope::All).to_string(), "all");
+    }
+
+    #[test]
+    fn destination_types_are_one_to_32_letters_digits_underscores_or_dashes() {
+        for valid in ["WEBHOOK", "noop", "a", "kafka_orders-2", &"X".repeat(32)] {
+            assert!(is_valid_destination_type(valid), "{valid}");
+        }
+        for invalid in ["", &"X".repeat(33), "web hook", "wébhook", "a.b", "a/b"] {
+            assert!(!is_valid_destination_type(invalid), "{invalid}");
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The `<stem>.toml` manifest beside a plugin (DESIGN §5): the only source of its grants.
+//!
+//! Parsed by hand from a TOML table rather than with serde so that every message names the key and
+//! never quotes a value: `[config]` values are often secrets.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use toml::{Table, Value};
+
+use crate::plugins::capabilities::http::{HostPattern, HostPatternError};
+use crate::plugins::capabilities::kafka::{TopicPattern, TopicPatternError};
+
+/// Memory and time limits of every call of one plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// All linear memories of one instance together, in MiB.
+    pub memory_mb: u32,
+    /// One call, from taking an instance to its result, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Limits {
+    /// Enough for a componentize-py or ComponentizeJS plugin, whose runtimes alone take tens of MiB.
+    pub const DEFAULT_MEMORY_MB: u32 = 128;
+    /// The engine's pooling allocator reserves room for memories of up to this size.
+    pub const MAX_MEMORY_MB: u32 = 1024;
+    pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+    /// Kept below the relay's default lease (30 s) with room to spare, so a slow call does not
+    /// outlive its row's claim.
+    pub const MAX_TIMEOUT_MS: u64 = 20_000;
+
+    pub fn memory_bytes(self) -> usize {
+        self.memory_mb as usize * 1024 * 1024
+    }
+
+    pub fn timeout(self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_mb: Self::DEFAULT_MEMORY_MB,
+            timeout_ms: Self::DEFAULT_TIMEOUT_MS,
+        }
+    }
+}
+
+/// What a plugin is granted. The default (no manifest) grants nothing and applies default limits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Manifest {
+    pub http_allowed_hosts: Vec<HostPattern>,
+    pub kafka_topics: Vec<TopicPattern>,
+    pub config: BTreeMap<String, String>,
+    pub limits: Limits,
+}
+
+/// Why a manifest was rejected; the plugin beside it is then not loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    #[error("not valid TOML{}: {message}", line.map(|n| format!(" (line {n})")).unwrap_or_default())]
+    Syntax {
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("unknown key `{0}`")]
+    UnknownKey(String),
+    #[error("`{key}` must be {expected}")]
+    WrongType { key: String, expected: &'static str },
+    #[error("`{key}` must be between {min} and {max}")]
+    OutOfRange {
+        key: &'static str,
+        min: u64,
+        max: u64,
+    },
+    #[error("`http.allowed_hosts`: {0}")]
+    HostPattern(#[from] HostPatternError),
+    #[error("`kafka.topics`: {0}")]
+    TopicPattern(#[from] TopicPatternError),
+}
+
+impl Manifest {
+    pub fn parse(text: &str) -> Result<Self, ManifestError> {
+        let table: Table =
+            text.parse()
+                .map_err(|error: toml::de::Error| ManifestError::Syntax {
+                    line: error.span().map(|span| line_number(text, span.start)),
+                    message: error.message().trim_end().to_owned(),
+                })?;
+        let mut manifest = Manifest::default();
+        for (section, value) in &table {
+            let read: fn(&mut Manifest, &Table) -> Result<(), ManifestError> =
+                match section.as_str() {
+                    "http" => Manifest::read_http,
+                    "kafka" => Manifest::read_kafka,
+                    "config" => Manifest::read_config,
+                    "limits" => Manifest::read_limits,
+                    _ => return Err(ManifestError::UnknownKey(section.clone())),
+                };
+            let Value::Table(entries) = value else {
+                return Err(ManifestError::WrongType {
+                    key: section.clone(),
+                    expected: "a table",
+                });
+            };
+            read(&mut manifest, entries)?;
+        }
+        Ok(manifest)
+    }
+
+    fn read_http(&mut self, entries: &Table) -> Result<(), ManifestError> {
+        for (key, value) in entries {
+            match key.as_str() {
+                "allowed_hosts" => {
+                    self.http_allowed_hosts = string_list("http.allowed_hosts", value)?
+                        .into_iter()
+                        .map(HostPattern::parse)
+                        .collect::<Result<_, _>>()?;
+                }
+                _ => return Err(ManifestError::UnknownKey(format!("http.{key}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn read_kafka(&mut self, entries: &Table) -> Result<(), ManifestError> {
+        for (key, value) in entries {
+            match key.as_str() {
+                "topics" => {
+                    self.kafka_topics = string_list("kafka.topics", value)?
+                        .into_iter()
+                        .map(TopicPattern::parse)
+                        .collect::<Result<_, _>>()?;
+                }
+                _ => return Err(ManifestError::UnknownKey(format!("kafka.{key}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn read_config(&mut self, entries: &Table) -> Result<(), ManifestError> {
+        for (key, value) in entries {
+            let Value::String(text) = value else {
+                return Err(ManifestError::WrongType {
+                    key: format!("config.{key}"),
+                    expected: "a string",
+                });
+            };
+            self.config.insert(key.clone(), text.clone());
+        }
+        Ok(())
+    }
+
+    fn read_limits(&mut self, entries: &Table) -> Result<(), ManifestError> {
+        for (key, value) in entries {
+            match key.as_str() {
+                "memory_mb" => {
+                    let max = u64::from(Limits::MAX_MEMORY_MB);
+                    let mb = integer_in_range("limits.memory_mb", value, max)?;
+                    self.limits.memory_mb = u32::try_from(mb).unwrap_or(Limits::MAX_MEMORY_MB);
+                }
+                "timeout_ms" => {
+                    self.limits.timeout_ms =
+                        integer_in_range("limits.timeout_ms", value, Limits::MAX_TIMEOUT_MS)?;
+                }
+                _ => return Err(ManifestError::UnknownKey(format!("limits.{key}"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn string_list<'a>(key: &str, value: &'a Value) -> Result<Vec<&'a str>, ManifestError> {
+    let wrong_type = || ManifestError::WrongType {
+        key: key.to_owned(),
+        expected: "a list of strings",
+    };
+    let Value::Array(items) = value else {
+        return Err(wrong_type());
+    };
+    items
+        .iter()
+        .map(|item| item.as_str().ok_or_else(wrong_type))
+        .collect()
+}
+
+fn integer_in_range(key: &'static str, value: &Value, max: u64) -> Result<u64, ManifestError> {
+    let Value::Integer(number) = value else {
+        return Err(ManifestError::WrongType {
+            key: key.to_owned(),
+            expected: "an integer",
+        });
+    };
+    u64::try_from(*number)
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or(ManifestError::OutOfRange { key, min: 1, max })
+}
+
+fn line_number(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_manifest_grants_nothing_and_applies_default_limits() {
+        let manifest = Manifest::parse("").unwrap();
+        assert_eq!(manifest, Manifest::default());
+        assert_eq!(
+            manifest.limits,
+            Limits {
+                memory_mb: 128,
+                timeout_ms: 10_000
+            }
+        );
+    }
+
+    #[test]
+    fn the_design_example_is_read_in_full() {
+        let manifest = Manifest::parse(
+            r##"
+            [http]
+            allowed_hosts = ["https://hooks.example.com", "http://127.0.0.1:8080"]
+            [kafka]
+            topics = ["orders", "audit-*"]
+            [config]
+            channel = "#ops"
+            [limits]
+            memory_mb = 64
+            timeout_ms = 5000
+            "##,
+        )
+        .unwrap();
+        assert_eq!(manifest.http_allowed_hosts.len(), 2);
+        assert_eq!(
+            manifest.kafka_topics,
+            [
+                TopicPattern::Exact("orders".into()),
+                TopicPattern::Prefix("audit-".into())
+            ]
+        );
+        assert_eq!(
+            manifest.config.get("channel").map(String::as_str),
+            Some("#ops")
+        );
+        assert_eq!(
+            manifest.limits,
+            Limits {
+                memory_mb: 64,
+                timeout_ms: 5000
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_section_is_rejected_by_name() {
+        assert_eq!(
+            Manifest::parse("[network]\nopen = true").unwrap_err(),
+            ManifestError::UnknownKey("network".into())
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_in_a_section_is_rejected_with_its_full_name() {
+        let error = Manifest::parse("[http]\nallowed_host = []").unwrap_err();
+        assert_eq!(error.to_string(), "unknown key `http.allowed_host`");
+        let error = Manifest::parse("[limits]\ncpu = 1").unwrap_err();
+        assert_eq!(error.to_string(), "unknown key `limits.cpu`");
+    }
+
+    #[test]
+    fn an_unknown_top_level_key_is_rejected() {
+        assert_eq!(
+            Manifest::parse("debug = true").unwrap_err(),
+            ManifestError::UnknownKey("debug".into())
+        );
+    }
+
+    #[test]
+    fn a_config_value_that_is_not_a_string_is_rejected_without_quoting_it() {
+        let error = Manifest::parse("[config]\ntoken = 123456789").unwrap_err();
+        assert_eq!(error.to_string(), "`config.token` must be a string");
+    }
+
+    #[test]
+    fn limits_outside_their_range_are_rejected() {
+        for text in [
+            "[limits]\nmemory_mb = 0",
+            "[limits]\nmemory_mb = 4096",
+            "[limits]\ntimeout_ms = -1",
+            "[limits]\ntimeout_ms = 3600000",
+        ] {
+            assert!(
+                matches!(Manifest::parse(text), Err(ManifestError::OutOfRange { .. })),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_host_pattern_is_rejected() {
+        assert!(matches!(
+            Manifest::parse("[http]\nallowed_hosts = [\"hooks.example.com\"]"),
+            Err(ManifestError::HostPattern(_))
+        ));
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_line_but_not_the_text() {
+        let error = Manifest::parse("[config]\nsecret = \"s3cr3t\nnext = 1").unwrap_err();
+        let ManifestError::Syntax { line, .. } = &error else {
+            panic!("{error}")
+        };
+        assert_eq!(*line, Some(2));
+        assert!(!error.to_string().contains("s3cr3t"), "{error}");
+    }
+}

@@ -1,0 +1,166 @@
+//! The mock HTTP sender: answers every allowed request with one canned response and records it.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
+
+use crate::plugins::capabilities::http::{HttpSender, IoFuture, SendFuture};
+
+/// The response the mock gives every request: `STATUS[:BODY]` on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MockHttpResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected STATUS[:BODY] with a status from 100 to 599, e.g. `200` or `503:busy`")]
+pub struct MockHttpResponseError;
+
+impl FromStr for MockHttpResponse {
+    type Err = MockHttpResponseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (status, body) = text.split_once(':').unwrap_or((text, ""));
+        let status = status
+            .parse::<u16>()
+            .ok()
+            .filter(|s| (100..=599).contains(s))
+            .ok_or(MockHttpResponseError)?;
+        Ok(Self {
+            status,
+            body: body.to_owned(),
+        })
+    }
+}
+
+/// A request the plugin would have sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// The body as text, invalid UTF-8 replaced.
+    pub body: String,
+}
+
+impl fmt::Display for RecordedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} {}", self.method, self.url)?;
+        for (name, value) in &self.headers {
+            writeln!(f, "    {name}: {value}")?;
+        }
+        if !self.body.is_empty() {
+            writeln!(f, "    body: {}", self.body)?;
+        }
+        Ok(())
+    }
+}
+
+/// The requests recorded so far, shared by the instances of one plugin.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestLog(Arc<Mutex<Vec<RecordedRequest>>>);
+
+impl RequestLog {
+    pub(crate) fn take(&self) -> Vec<RecordedRequest> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn push(&self, request: RecordedRequest) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+    }
+}
+
+pub(crate) struct MockSender {
+    response: MockHttpResponse,
+    log: RequestLog,
+}
+
+impl MockSender {
+    pub(crate) fn new(response: MockHttpResponse, log: RequestLog) -> Self {
+        Self { response, log }
+    }
+}
+
+impl HttpSender for MockSender {
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        _options: Option<RequestOptions>,
+    ) -> SendFuture {
+        let response = self.response.clone();
+        let log = self.log.clone();
+        Box::new(async move {
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await?.to_bytes();
+            log.push(RecordedRequest {
+                method: parts.method.to_string(),
+                url: parts.uri.to_string(),
+                headers: parts
+                    .headers
+                    .iter()
+                    .map(|(name, value)| {
+                        (
+                            name.to_string(),
+                            String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                        )
+                    })
+                    .collect(),
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+            let body = Full::new(Bytes::from(response.body))
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let response = http::Response::builder()
+                .status(response.status)
+                .body(body)
+                .map_err(|_| HttpError::InternalError(Some("invalid mock response".to_owned())))?;
+            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_alone_has_an_empty_body() {
+        assert_eq!(
+            "204".parse(),
+            Ok(MockHttpResponse {
+                status: 204,
+                body: String::new()
+            })
+        );
+    }
+
+    #[test]
+    fn the_body_follows_the_first_colon() {
+        assert_eq!(
+            "503:busy: retry".parse(),
+            Ok(MockHttpResponse {
+                status: 503,
+                body: "busy: retry".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_status_outside_100_to_599_is_rejected() {
+        for bad in ["99", "600", "ok", "", ":body"] {
+            assert_eq!(
+                bad.parse::<MockHttpResponse>(),
+                Err(MockHttpResponseError),
+                "{bad}"
+            );
+        }
+    }
+}

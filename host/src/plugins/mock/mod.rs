@@ -1,0 +1,14 @@
+//! The mock envelope runner (issue 3, item 5): runs one plugin offline on a mock envelope, with the
+//! host's sandbox and the manifest's grants, answering its HTTP requests from a mock if asked, and
+//! reports what happened. The `outbox-host plugin test` and `plugin inspect` commands print its
+//! reports; plugin authors call the same [`MockRunner`] from their own `cargo test`.
+
+mod envelope;
+mod http;
+mod report;
+mod runner;
+
+pub use envelope::{EnvelopeOverride, mock_envelope};
+pub use http::{MockHttpResponse, RecordedRequest};
+pub use report::{InspectReport, MockCall, MockOutcome, TestReport};
+pub use runner::{MockOptions, MockRunner};

@@ -1,0 +1,225 @@
+//! What the mock envelope runner reports, as text for people and as JSON for tools.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::plugins::bindings::PublishResult;
+use crate::plugins::capabilities::log::LogLine;
+use crate::plugins::error::CallError;
+use crate::plugins::handler::ScopeSummary;
+use crate::plugins::loader::World;
+use crate::plugins::mock::http::RecordedRequest;
+
+/// What `plugin inspect` prints: the claim scope as a summary, never its targets.
+#[derive(Debug, Clone)]
+pub struct InspectReport {
+    pub file: PathBuf,
+    pub world: World,
+    pub imports: Vec<String>,
+    pub destination_type: Option<String>,
+    pub claim_scope: Option<ScopeSummary>,
+}
+
+impl InspectReport {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "file": self.file.display().to_string(),
+            "world": self.world.as_str(),
+            "imports": self.imports,
+            "destination_type": self.destination_type,
+            "claim_scope": self.claim_scope.map(|scope| scope.to_string()),
+        })
+    }
+}
+
+impl fmt::Display for InspectReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "file:             {}", self.file.display())?;
+        writeln!(f, "world:            {}", self.world)?;
+        if let Some(destination_type) = &self.destination_type {
+            writeln!(f, "destination type: {destination_type}")?;
+        }
+        if let Some(scope) = self.claim_scope {
+            writeln!(f, "claim scope:      {scope}")?;
+        }
+        writeln!(f, "imports:")?;
+        self.imports
+            .iter()
+            .try_for_each(|import| writeln!(f, "  {import}"))
+    }
+}
+
+/// How one call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MockOutcome {
+    /// A handler returned a result.
+    Published(PublishResult),
+    /// An observer returned.
+    Observed,
+    /// The call did not return normally.
+    Failed(CallError),
+}
+
+#[derive(Debug, Clone)]
+pub struct MockCall {
+    pub outcome: MockOutcome,
+    pub elapsed: Duration,
+}
+
+impl MockCall {
+    pub fn is_success(&self) -> bool {
+        matches!(
+            self.outcome,
+            MockOutcome::Published(PublishResult::Success) | MockOutcome::Observed
+        )
+    }
+
+    /// `success`, `retryable`, `permanent`, `unresolvable`, `observed`, or `failed`.
+    pub fn outcome_name(&self) -> &'static str {
+        match &self.outcome {
+            MockOutcome::Published(PublishResult::Success) => "success",
+            MockOutcome::Published(PublishResult::Retryable(_)) => "retryable",
+            MockOutcome::Published(PublishResult::Permanent(_)) => "permanent",
+            MockOutcome::Published(PublishResult::Unresolvable(_)) => "unresolvable",
+            MockOutcome::Observed => "observed",
+            MockOutcome::Failed(_) => "failed",
+        }
+    }
+
+    pub fn error_type(&self) -> Option<&str> {
+        match &self.outcome {
+            MockOutcome::Published(
+                PublishResult::Retryable(failure) | PublishResult::Permanent(failure),
+            ) => failure.error_type.as_deref(),
+            MockOutcome::Failed(error) => Some(error.error_type()),
+            _ => None,
+        }
+    }
+
+    pub fn message(&self) -> Option<String> {
+        match &self.outcome {
+            MockOutcome::Published(
+                PublishResult::Retryable(failure) | PublishResult::Permanent(failure),
+            ) => Some(failure.message.clone()),
+            MockOutcome::Published(PublishResult::Unresolvable(reason)) => Some(reason.clone()),
+            MockOutcome::Failed(error) => Some(error.to_string()),
+            _ => None,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "outcome": self.outcome_name(),
+            "error_type": self.error_type(),
+            "message": self.message(),
+            "elapsed_micros": u64::try_from(self.elapsed.as_micros()).unwrap_or(u64::MAX),
+        })
+    }
+}
+
+/// What `plugin test` prints.
+#[derive(Debug, Clone)]
+pub struct TestReport {
+    pub inspect: InspectReport,
+    pub calls: Vec<MockCall>,
+    pub logs: Vec<LogLine>,
+    pub requests: Vec<RecordedRequest>,
+}
+
+impl TestReport {
+    /// Whether every call ended in success (or, for an observer, returned).
+    pub fn succeeded(&self) -> bool {
+        !self.calls.is_empty() && self.calls.iter().all(MockCall::is_success)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "file": self.inspect.file.display().to_string(),
+            "world": self.inspect.world.as_str(),
+            "destination_type": self.inspect.destination_type,
+            "claim_scope": self.inspect.claim_scope.map(|scope| scope.to_string()),
+            "succeeded": self.succeeded(),
+            "calls": self.calls.iter().map(MockCall::to_json).collect::<Vec<_>>(),
+            "logs": self.logs.iter().map(|line| json!({
+                "level": level_name(line),
+                "source": line.source.as_str(),
+                "message": line.message,
+            })).collect::<Vec<_>>(),
+            "requests": self.requests.iter().map(|request| json!({
+                "method": request.method,
+                "url": request.url,
+                "headers": request.headers,
+                "body": request.body,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl fmt::Display for TestReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "plugin:           {} ({})",
+            self.inspect.file.display(),
+            self.inspect.world
+        )?;
+        if let Some(destination_type) = &self.inspect.destination_type {
+            writeln!(f, "destination type: {destination_type}")?;
+        }
+        if let Some(scope) = self.inspect.claim_scope {
+            writeln!(f, "claim scope:      {scope}")?;
+        }
+        for (number, call) in self.calls.iter().enumerate() {
+            write!(f, "call {}: {}", number + 1, call.outcome_name())?;
+            if let Some(error_type) = call.error_type() {
+                write!(f, " [{error_type}]")?;
+            }
+            if let Some(message) = call.message() {
+                write!(f, ": {message}")?;
+            }
+            writeln!(f, " ({})", human_duration(call.elapsed))?;
+        }
+        if !self.logs.is_empty() {
+            writeln!(f, "log:")?;
+            for line in &self.logs {
+                writeln!(
+                    f,
+                    "  [{} {}] {}",
+                    level_name(line),
+                    line.source.as_str(),
+                    line.message
+                )?;
+            }
+        }
+        if !self.requests.is_empty() {
+            writeln!(f, "requests the plugin sent (answered by the mock):")?;
+            self.requests
+                .iter()
+                .try_for_each(|request| write!(f, "  {request}"))?;
+        }
+        Ok(())
+    }
+}
+
+fn level_name(line: &LogLine) -> &'static str {
+    use crate::plugins::bindings::Level;
+    match line.level {
+        Level::Trace => "trace",
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warn",
+        Level::Error => "error",
+    }
+}
+
+fn human_duration(elapsed: Duration) -> String {
+    let micros = elapsed.as_micros();
+    if micros < 1_000 {
+        format!("{micros} µs")
+    } else {
+        format!("{:.1} ms", elapsed.as_secs_f64() * 1_000.0)
+    }
+}

@@ -1,0 +1,277 @@
+//! The sandbox of one plugin instance: the `Store` data holding the plugin's grants, its memory
+//! limit, and the per-call time limit.
+//!
+//! Time: every call arms a deadline. The engine's epoch ticks every few milliseconds; at each tick a
+//! running guest yields to the async executor (so a guest that never yields cannot stall a tokio
+//! worker) and is interrupted once the deadline has passed. Time spent in host calls (an HTTP
+//! request) is bounded by the caller's `tokio::time::timeout` with the same limit.
+//! Memory: the store's limiter counts every linear memory of the instance against the plugin's limit
+//! and turns a growth past it into a trap, remembered so the call ends as `memory`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::WasiHttpCtx;
+
+use crate::plugins::capabilities::config::PluginConfig;
+use crate::plugins::capabilities::http::{HttpGate, HttpSender, NetworkSender};
+use crate::plugins::capabilities::kafka::KafkaGate;
+use crate::plugins::capabilities::log::{LogSink, PluginLog};
+use crate::plugins::capabilities::wasi::sandboxed_context;
+use crate::plugins::engine::PluginEngine;
+use crate::plugins::error::CallError;
+use crate::plugins::manifest::{Limits, Manifest};
+
+/// The services a plugin's capabilities are backed by: the real host's, or the mock runner's.
+#[derive(Clone)]
+pub(crate) struct HostServices {
+    pub(crate) log: LogSink,
+    pub(crate) http: Arc<dyn HttpSender>,
+}
+
+impl Default for HostServices {
+    fn default() -> Self {
+        Self {
+            log: LogSink::Tracing,
+            http: Arc::new(NetworkSender),
+        }
+    }
+}
+
+/// Everything one plugin is granted, shared by all its instances.
+struct Grants {
+    log: PluginLog,
+    http: HttpGate,
+    kafka: KafkaGate,
+    config: PluginConfig,
+    limits: Limits,
+}
+
+/// Makes stores for one plugin's instances and judges how their calls ended. It holds the
+/// [`PluginEngine`], not just the wasmtime engine, so the epoch ticker runs while any plugin lives.
+#[derive(Clone)]
+pub(crate) struct Sandbox {
+    engine: PluginEngine,
+    grants: Arc<Grants>,
+}
+
+impl Sandbox {
+    pub(crate) fn new(
+        engine: &PluginEngine,
+        name: &str,
+        manifest: &Manifest,
+        services: &HostServices,
+    ) -> Self {
+        let log = PluginLog::new(name.into(), services.log.clone());
+        let grants = Grants {
+            http: HttpGate::new(
+                log.clone(),
+                manifest.http_allowed_hosts.clone(),
+                services.http.clone(),
+            ),
+            log,
+            kafka: KafkaGate::new(manifest.kafka_topics.clone()),
+            config: PluginConfig::new(manifest.config.clone()),
+            limits: manifest.limits,
+        };
+        Self {
+            engine: engine.clone(),
+            grants: Arc::new(grants),
+        }
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        self.grants.limits
+    }
+
+    /// A store with a fresh WASI context, the plugin's grants, its memory limit and the epoch
+    /// callback that enforces the time limit.
+    pub(crate) fn new_store(&self) -> Store<StoreState> {
+        let grants = &self.grants;
+        let state = StoreState {
+            wasi: sandboxed_context(&grants.log),
+            table: ResourceTable::new(),
+            http_ctx: WasiHttpCtx::new(),
+            http: grants.http.clone(),
+            log: grants.log.clone(),
+            config: grants.config.clone(),
+            kafka: grants.kafka.clone(),
+            memory: MemoryLimiter {
+                limit_bytes: grants.limits.memory_bytes(),
+                used_bytes: 0,
+                exceeded: false,
+            },
+            deadline: Instant::now(),
+            timed_out: false,
+        };
+        let mut store = Store::new(self.engine.engine(), state);
+        store.limiter(|state| &mut state.memory);
+        store.epoch_deadline_callback(|mut context| {
+            let state = context.data_mut();
+            if Instant::now() < state.deadline {
+                return Ok(UpdateDeadline::Yield(1));
+            }
+            state.timed_out = true;
+            Ok(UpdateDeadline::Interrupt)
+        });
+        store
+    }
+
+    /// Starts the clock of one call (or instantiation) and returns its time limit.
+    pub(crate) fn arm(&self, store: &mut Store<StoreState>) -> Duration {
+        let limit = self.grants.limits.timeout();
+        store.data_mut().deadline = Instant::now() + limit;
+        store.set_epoch_deadline(1);
+        limit
+    }
+
+    /// The limit a call or instantiation that failed with an error ran into, if any.
+    pub(crate) fn limit_hit(&self, state: &StoreState) -> Option<CallError> {
+        let limits = self.grants.limits;
+        if state.timed_out {
+            Some(CallError::Timeout {
+                limit_ms: limits.timeout_ms,
+            })
+        } else if state.memory.exceeded {
+            Some(CallError::Memory {
+                limit_mb: limits.memory_mb,
+            })
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn timeout(&self) -> CallError {
+        CallError::Timeout {
+            limit_ms: self.grants.limits.timeout_ms,
+        }
+    }
+}
+
+/// A fixed description: a trap code, an exit status, or that a host call failed. Error chains from
+/// host calls are not shown, since some quote request data.
+pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        trap.to_string()
+    } else if let Some(exit) = error.downcast_ref::<I32Exit>() {
+        format!("the plugin exited with status {}", exit.0)
+    } else {
+        "a host call failed".to_owned()
+    }
+}
+
+/// The data of one plugin instance's `Store`.
+pub(crate) struct StoreState {
+    wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) http_ctx: WasiHttpCtx,
+    pub(crate) http: HttpGate,
+    pub(crate) log: PluginLog,
+    pub(crate) config: PluginConfig,
+    pub(crate) kafka: KafkaGate,
+    memory: MemoryLimiter,
+    deadline: Instant,
+    timed_out: bool,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Counts all linear memories of one instance against the plugin's limit.
+struct MemoryLimiter {
+    limit_bytes: usize,
+    used_bytes: usize,
+    exceeded: bool,
+}
+
+/// Raised as a trap when a memory would grow past the plugin's limit.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit exceeded")]
+struct MemoryLimitExceeded;
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false);
+        }
+        let used = self
+            .used_bytes
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if used > self.limit_bytes {
+            self.exceeded = true;
+            return Err(MemoryLimitExceeded.into());
+        }
+        self.used_bytes = used;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(maximum.is_none_or(|maximum| desired <= maximum))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1024 * 1024;
+
+    fn limiter(limit_mb: usize) -> MemoryLimiter {
+        MemoryLimiter {
+            limit_bytes: limit_mb * MIB,
+            used_bytes: 0,
+            exceeded: false,
+        }
+    }
+
+    #[test]
+    fn growth_within_the_limit_is_allowed() {
+        let mut limiter = limiter(2);
+        assert!(limiter.memory_growing(0, MIB, None).unwrap());
+        assert!(limiter.memory_growing(MIB, 2 * MIB, None).unwrap());
+        assert!(!limiter.exceeded);
+    }
+
+    #[test]
+    fn growth_past_the_limit_traps_and_is_remembered() {
+        let mut limiter = limiter(2);
+        assert!(limiter.memory_growing(0, MIB, None).unwrap());
+        assert!(limiter.memory_growing(MIB, 3 * MIB, None).is_err());
+        assert!(limiter.exceeded);
+    }
+
+    #[test]
+    fn all_memories_of_an_instance_count_together() {
+        let mut limiter = limiter(2);
+        assert!(limiter.memory_growing(0, MIB, None).unwrap());
+        assert!(limiter.memory_growing(0, MIB, None).unwrap());
+        assert!(limiter.memory_growing(0, MIB, None).is_err());
+    }
+
+    #[test]
+    fn growth_past_a_memory_own_maximum_fails_without_trapping() {
+        let mut limiter = limiter(8);
+        assert!(!limiter.memory_growing(0, 2 * MIB, Some(MIB)).unwrap());
+        assert!(!limiter.exceeded);
+    }
+}

@@ -1,0 +1,232 @@
+//! The sandbox against a plugin that misbehaves on purpose (`tests/plugins/hostile`): the envelope's
+//! `destination` names what it tries. Every attempt is contained, the host goes on, and the next
+//! call to the same plugin works.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use outbox_host::plugins::{CallError, Envelope, HandlerPlugin, PluginSet, PublishResult};
+use outbox_tests::http_stub::StubServer;
+use outbox_tests::plugin_engine::test_engine;
+use outbox_tests::plugins::{HOSTILE, NOOP};
+use outbox_tests::scratch::ScratchDir;
+
+const TIMEOUT_MS: u64 = 300;
+const MEMORY_MB: u32 = 32;
+
+/// A guard against a test hanging forever; far above every limit under test.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+
+/// The hostile plugin (and noop) with tight limits.
+async fn hostile_set(dir: &ScratchDir) -> PluginSet {
+    dir.add_plugin("hostile", HOSTILE);
+    dir.add_manifest(
+        "hostile",
+        &format!("[limits]\ntimeout_ms = {TIMEOUT_MS}\nmemory_mb = {MEMORY_MB}\n"),
+    );
+    dir.add_plugin("noop", NOOP);
+    PluginSet::load_dir(&test_engine(), dir.path()).await
+}
+
+fn attempt(destination: &str, payload: &str) -> Envelope {
+    Envelope {
+        entry_id: 7,
+        carrier_id: "01900000-0000-7000-8000-000000000007".into(),
+        aggregate_type: None,
+        aggregate_id: None,
+        event_type: "Attack".into(),
+        destination_type: "HOSTILE".into(),
+        destination: destination.into(),
+        payload: payload.into(),
+        headers: vec![],
+        metadata: "{}".into(),
+        scheduled_at: None,
+        attempt: 0,
+        max_attempts: 5,
+        created_at: 0,
+    }
+}
+
+async fn call(
+    plugin: &HandlerPlugin,
+    destination: &str,
+    payload: &str,
+) -> Result<PublishResult, CallError> {
+    tokio::time::timeout(HANG_GUARD, plugin.publish(&attempt(destination, payload)))
+        .await
+        .expect("the call ended")
+}
+
+fn assert_denied(result: Result<PublishResult, CallError>) {
+    match result {
+        Ok(PublishResult::Permanent(failure)) => assert_eq!(
+            failure.error_type.as_deref(),
+            Some("denied"),
+            "{}",
+            failure.message
+        ),
+        other => panic!("expected a permanent `denied` failure, got {other:?}"),
+    }
+}
+
+async fn assert_next_call_works(plugin: &HandlerPlugin) {
+    assert_eq!(call(plugin, "ok", "{}").await, Ok(PublishResult::Success));
+}
+
+#[tokio::test]
+async fn an_endless_loop_ends_as_timeout_once_its_limit_has_passed() {
+    let dir = ScratchDir::new("loop");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let started = Instant::now();
+    let result = call(&hostile, "loop", "{}").await;
+    assert_eq!(
+        result,
+        Err(CallError::Timeout {
+            limit_ms: TIMEOUT_MS
+        })
+    );
+    assert_eq!(result.unwrap_err().error_type(), "timeout");
+    assert!(started.elapsed() >= Duration::from_millis(TIMEOUT_MS));
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn other_calls_go_on_while_a_plugin_loops_on_the_same_thread() {
+    let dir = ScratchDir::new("loop-others");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let noop = set.handler("NOOP").unwrap();
+    let loop_ended = Arc::new(AtomicBool::new(false));
+    let looping = tokio::spawn({
+        let loop_ended = loop_ended.clone();
+        async move {
+            let result = call(&hostile, "loop", "{}").await;
+            loop_ended.store(true, Ordering::SeqCst);
+            result
+        }
+    });
+    let others = tokio::spawn(async move {
+        for _ in 0..20 {
+            assert_eq!(
+                noop.publish(&attempt("anywhere", "{}")).await,
+                Ok(PublishResult::Success)
+            );
+        }
+        loop_ended.load(Ordering::SeqCst)
+    });
+    assert!(
+        !others.await.unwrap(),
+        "the other calls completed only after the loop ended"
+    );
+    assert_eq!(
+        looping.await.unwrap(),
+        Err(CallError::Timeout {
+            limit_ms: TIMEOUT_MS
+        })
+    );
+}
+
+#[tokio::test]
+async fn time_spent_waiting_in_a_host_call_counts_against_the_limit() {
+    let dir = ScratchDir::new("sleep");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let result = call(
+        &hostile,
+        "sleep",
+        &format!(r#"{{"ms": {}}}"#, TIMEOUT_MS * 20),
+    )
+    .await;
+    assert_eq!(
+        result,
+        Err(CallError::Timeout {
+            limit_ms: TIMEOUT_MS
+        })
+    );
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test]
+async fn allocating_past_the_memory_limit_ends_as_memory_and_is_contained() {
+    let dir = ScratchDir::new("alloc");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let result = call(&hostile, "alloc", "{}").await;
+    assert_eq!(
+        result,
+        Err(CallError::Memory {
+            limit_mb: MEMORY_MB
+        })
+    );
+    assert_eq!(result.unwrap_err().error_type(), "memory");
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test]
+async fn a_trap_ends_as_trap_and_the_next_call_works() {
+    let dir = ScratchDir::new("trap");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let error = call(&hostile, "trap", "{}").await.unwrap_err();
+    assert_eq!(error.error_type(), "trap");
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test]
+async fn reading_a_file_is_denied() {
+    let dir = ScratchDir::new("read-file");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    assert_denied(call(&hostile, "read-file", "{}").await);
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test]
+async fn no_environment_variable_is_visible() {
+    assert!(
+        std::env::var_os("PATH").is_some(),
+        "the host itself has a PATH"
+    );
+    let dir = ScratchDir::new("env-var");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    assert_denied(call(&hostile, "env-var", "{}").await);
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test]
+async fn opening_a_socket_is_denied_and_never_connects() {
+    let listener = StubServer::start(200).await;
+    let dir = ScratchDir::new("socket");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    assert_denied(
+        call(
+            &hostile,
+            "socket",
+            &format!(r#"{{"port": {}}}"#, listener.port()),
+        )
+        .await,
+    );
+    assert_eq!(listener.connections(), 0);
+    assert_next_call_works(&hostile).await;
+}
+
+#[tokio::test]
+async fn failed_calls_are_counted_by_error_type() {
+    let dir = ScratchDir::new("stats");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let before = hostile.stats();
+    let _ = call(&hostile, "trap", "{}").await;
+    let _ = call(&hostile, "loop", "{}").await;
+    let _ = call(&hostile, "ok", "{}").await;
+    let after = hostile.stats();
+    assert_eq!(after.calls - before.calls, 3);
+    assert_eq!(
+        (after.traps - before.traps, after.timeouts - before.timeouts),
+        (1, 1)
+    );
+}

@@ -1,0 +1,281 @@
+//! The mock envelope runner: its Rust API for plugin authors' own tests, and the
+//! `outbox-host plugin test` / `plugin inspect` commands (parsed and run in-process, with their
+//! output captured).
+
+use clap::Parser;
+use outbox_host::cli::{self, Cli};
+use outbox_host::plugins::PublishResult;
+use outbox_host::plugins::capabilities::log::LogSource;
+use outbox_host::plugins::mock::{MockHttpResponse, MockOptions, MockOutcome, MockRunner};
+use outbox_tests::plugin_engine::test_engine;
+use outbox_tests::plugins::{HOSTILE, NOOP, SCRIPTED, STATS, WEBHOOK};
+use outbox_tests::scratch::ScratchDir;
+
+struct Run {
+    code: u8,
+    out: String,
+    err: String,
+}
+
+async fn outbox_host(args: &[&str]) -> Run {
+    let cli = Cli::try_parse_from(std::iter::once("outbox-host").chain(args.iter().copied()))
+        .expect("valid arguments");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = cli::run(cli, &mut out, &mut err).await;
+    Run {
+        code,
+        out: String::from_utf8(out).unwrap(),
+        err: String::from_utf8(err).unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn the_rust_api_runs_noop_on_the_mock_envelope_and_reports_success() {
+    let runner = MockRunner::load(&test_engine(), NOOP.as_ref(), MockOptions::default())
+        .await
+        .unwrap();
+    let envelope = runner.mock_envelope();
+    assert_eq!(envelope.destination_type, "NOOP");
+    let report = runner.run(&envelope, 3).await;
+    assert!(report.succeeded());
+    assert_eq!(report.calls.len(), 3);
+    assert!(
+        report
+            .calls
+            .iter()
+            .all(|call| call.outcome == MockOutcome::Published(PublishResult::Success))
+    );
+}
+
+#[tokio::test]
+async fn the_rust_api_captures_the_plugins_log_lines() {
+    let dir = ScratchDir::new("mock-log");
+    let manifest = dir.write("scripted.toml", b"[config]\nversion = \"7\"\n");
+    let options = MockOptions {
+        manifest: Some(manifest),
+        http_response: None,
+    };
+    let runner = MockRunner::load(&test_engine(), SCRIPTED.as_ref(), options)
+        .await
+        .unwrap();
+    let report = runner.run(&runner.mock_envelope(), 1).await;
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|line| line.message == "scripted version=7"),
+        "{:?}",
+        report.logs
+    );
+}
+
+#[tokio::test]
+async fn the_mock_answers_allowed_requests_and_records_them() {
+    let dir = ScratchDir::new("mock-http");
+    let manifest = dir.write(
+        "webhook.toml",
+        b"[http]\nallowed_hosts = [\"https://hooks.example.com\"]\n",
+    );
+    let options = MockOptions {
+        manifest: Some(manifest),
+        http_response: Some(MockHttpResponse {
+            status: 503,
+            body: String::new(),
+        }),
+    };
+    let runner = MockRunner::load(&test_engine(), WEBHOOK.as_ref(), options)
+        .await
+        .unwrap();
+    let mut envelope = runner.mock_envelope();
+    envelope.destination = "https://hooks.example.com/orders".into();
+    let report = runner.run(&envelope, 1).await;
+    assert_eq!(report.calls[0].outcome_name(), "retryable");
+    let [request] = report.requests.as_slice() else {
+        panic!("one request: {:?}", report.requests)
+    };
+    assert_eq!(
+        (request.method.as_str(), request.url.as_str()),
+        ("POST", "https://hooks.example.com/orders")
+    );
+    assert_eq!(request.body, r#"{"mock":true}"#);
+}
+
+#[tokio::test]
+async fn the_mock_enforces_the_manifest_and_records_no_denied_request() {
+    let options = MockOptions {
+        manifest: None,
+        http_response: Some(MockHttpResponse {
+            status: 200,
+            body: String::new(),
+        }),
+    };
+    let runner = MockRunner::load(&test_engine(), WEBHOOK.as_ref(), options)
+        .await
+        .unwrap();
+    let mut envelope = runner.mock_envelope();
+    envelope.destination = "https://hooks.example.com/orders".into();
+    let report = runner.run(&envelope, 1).await;
+    assert_eq!(
+        (report.calls[0].outcome_name(), report.calls[0].error_type()),
+        ("permanent", Some("denied"))
+    );
+    assert!(report.requests.is_empty());
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|line| line.source == LogSource::Host && line.message.contains("denied")),
+        "{:?}",
+        report.logs
+    );
+}
+
+#[tokio::test]
+async fn plugin_test_prints_a_success_and_exits_0_for_noop() {
+    let run = outbox_host(&["plugin", "test", NOOP]).await;
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    assert!(run.out.contains("destination type: NOOP"), "{}", run.out);
+    assert!(run.out.contains("call 1: success"), "{}", run.out);
+}
+
+#[tokio::test]
+async fn plugin_test_exits_1_for_an_outcome_other_than_success() {
+    let dir = ScratchDir::new("cli-envelope");
+    let envelope = dir.write(
+        "envelope.json",
+        br#"{"payload": {"outcome": "retryable", "error_type": "busy"}}"#,
+    );
+    let run = outbox_host(&[
+        "plugin",
+        "test",
+        SCRIPTED,
+        "--envelope",
+        envelope.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    assert!(run.out.contains("call 1: retryable [busy]"), "{}", run.out);
+}
+
+#[tokio::test]
+async fn plugin_test_exits_1_when_a_call_fails_in_the_sandbox() {
+    let dir = ScratchDir::new("cli-trap");
+    let envelope = dir.write("envelope.json", br#"{"destination": "trap"}"#);
+    let run = outbox_host(&[
+        "plugin",
+        "test",
+        HOSTILE,
+        "--envelope",
+        envelope.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    assert!(run.out.contains("call 1: failed [trap]"), "{}", run.out);
+}
+
+#[tokio::test]
+async fn plugin_test_prints_json_with_every_call_when_asked() {
+    let run = outbox_host(&["plugin", "test", NOOP, "--repeat", "2", "--json"]).await;
+    assert_eq!(run.code, 0);
+    let report: serde_json::Value = serde_json::from_str(&run.out).unwrap();
+    assert_eq!(report["succeeded"], true);
+    assert_eq!(report["calls"].as_array().unwrap().len(), 2);
+    assert_eq!(report["calls"][0]["outcome"], "success");
+}
+
+#[tokio::test]
+async fn plugin_test_with_http_response_prints_the_recorded_request() {
+    let dir = ScratchDir::new("cli-http");
+    let manifest = dir.write(
+        "webhook.toml",
+        b"[http]\nallowed_hosts = [\"https://hooks.example.com\"]\n",
+    );
+    let envelope = dir.write(
+        "envelope.json",
+        br#"{"destination": "https://hooks.example.com/x"}"#,
+    );
+    let run = outbox_host(&[
+        "plugin",
+        "test",
+        WEBHOOK,
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--envelope",
+        envelope.to_str().unwrap(),
+        "--http-response",
+        "200",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    assert!(
+        run.out.contains("POST https://hooks.example.com/x"),
+        "{}",
+        run.out
+    );
+}
+
+#[tokio::test]
+async fn plugin_test_exits_2_when_the_plugin_cannot_be_loaded() {
+    let dir = ScratchDir::new("cli-bad");
+    let garbage = dir.write("garbage.wasm", b"not a component");
+    let run = outbox_host(&["plugin", "test", garbage.to_str().unwrap()]).await;
+    assert_eq!(run.code, 2);
+    assert!(run.err.contains("garbage.wasm"), "{}", run.err);
+}
+
+#[tokio::test]
+async fn plugin_test_exits_2_for_a_malformed_envelope() {
+    let dir = ScratchDir::new("cli-bad-envelope");
+    let envelope = dir.write("envelope.json", br#"{"unknown_field": 1}"#);
+    let run = outbox_host(&[
+        "plugin",
+        "test",
+        NOOP,
+        "--envelope",
+        envelope.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 2);
+    assert!(run.err.contains("unknown_field"), "{}", run.err);
+}
+
+#[test]
+fn a_usage_error_exits_2() {
+    let error = Cli::try_parse_from([
+        "outbox-host",
+        "plugin",
+        "test",
+        NOOP,
+        "--http-response",
+        "abc",
+    ])
+    .unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+}
+
+#[tokio::test]
+async fn plugin_inspect_prints_world_imports_destination_type_and_claim_scope() {
+    let run = outbox_host(&["plugin", "inspect", WEBHOOK]).await;
+    assert_eq!(run.code, 0, "{}", run.err);
+    assert!(
+        run.out.contains("world:            destination-handler"),
+        "{}",
+        run.out
+    );
+    assert!(run.out.contains("destination type: WEBHOOK"), "{}", run.out);
+    assert!(run.out.contains("claim scope:      all"), "{}", run.out);
+    assert!(
+        run.out.contains("wasi:http/outgoing-handler@0.2.12"),
+        "{}",
+        run.out
+    );
+}
+
+#[tokio::test]
+async fn plugin_inspect_tells_an_observer() {
+    let run = outbox_host(&["plugin", "inspect", STATS, "--json"]).await;
+    assert_eq!(run.code, 0, "{}", run.err);
+    let report: serde_json::Value = serde_json::from_str(&run.out).unwrap();
+    assert_eq!(report["world"], "publish-observer");
+    assert_eq!(report["destination_type"], serde_json::Value::Null);
+}

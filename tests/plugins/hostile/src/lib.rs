@@ -1,0 +1,106 @@
+//! Test-only destination type `HOSTILE`: the envelope's `destination` names what it tries, and
+//! the sandbox tests check that the host contains it. Escape attempts report a permanent failure
+//! with error type `denied` when the sandbox held, and success only when it did not.
+//!
+//! Destinations: `loop`, `alloc`, `read-file`, `env-var`, `socket` (payload `{"port": N}`),
+//! `http` (`{"url": "…"}`), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`.
+
+use std::time::Duration;
+
+use outbox_sdk::http::Request;
+use outbox_sdk::{Envelope, Handler, PublishResult};
+
+struct Hostile;
+
+impl Handler for Hostile {
+    fn destination_type() -> String {
+        "HOSTILE".to_string()
+    }
+
+    fn publish(envelope: Envelope) -> PublishResult {
+        match envelope.destination.as_str() {
+            "loop" => spin_forever(),
+            "alloc" => allocate_forever(),
+            "read-file" => escaped_if(std::fs::read("/etc/passwd").map(drop)),
+            "env-var" => {
+                if std::env::var_os("HOME").is_some() || std::env::var_os("PATH").is_some() {
+                    PublishResult::success()
+                } else {
+                    denied("no environment variable is visible")
+                }
+            }
+            "socket" => match payload_number(&envelope, "port").map(u16::try_from) {
+                Some(Ok(port)) => {
+                    escaped_if(std::net::TcpStream::connect(("127.0.0.1", port)).map(drop))
+                }
+                _ => PublishResult::permanent("the payload needs a `port`"),
+            },
+            "http" => match payload_text(&envelope, "url") {
+                Some(url) => match Request::get(url).send() {
+                    Ok(response) if response.is_success() => PublishResult::success(),
+                    Ok(response) => PublishResult::permanent(format!("status {}", response.status)),
+                    Err(error) => error.into(),
+                },
+                None => PublishResult::permanent("the payload needs a `url`"),
+            },
+            "sleep" => match payload_number(&envelope, "ms") {
+                Some(ms) => {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    PublishResult::success()
+                }
+                None => PublishResult::permanent("the payload needs `ms`"),
+            },
+            "trap" => panic!("the hostile plugin traps on purpose"),
+            "ok" => PublishResult::success(),
+            _ => PublishResult::permanent("unknown hostile action"),
+        }
+    }
+}
+
+/// Never returns and never calls the host: only epoch interruption can stop it.
+fn spin_forever() -> ! {
+    let mut turns: u64 = 0;
+    loop {
+        turns = std::hint::black_box(turns.wrapping_add(1));
+    }
+}
+
+/// Grows memory 1 MiB at a time, writing every page so none stays untouched, until the
+/// allocator fails and the instance aborts.
+fn allocate_forever() -> ! {
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut chunk = vec![0u8; 1 << 20];
+        chunk.iter_mut().step_by(4096).for_each(|byte| *byte = 1);
+        chunks.push(std::hint::black_box(chunk));
+    }
+}
+
+/// Success means the sandbox let the attempt through; the tests assert it never does.
+fn escaped_if(attempt: std::io::Result<()>) -> PublishResult {
+    match attempt {
+        Ok(()) => PublishResult::success(),
+        Err(error) => denied(&format!("io error kind {:?}", error.kind())),
+    }
+}
+
+fn denied(detail: &str) -> PublishResult {
+    PublishResult::permanent(format!("denied: {detail}")).with_error_type("denied")
+}
+
+fn payload_number(envelope: &Envelope, key: &str) -> Option<u64> {
+    envelope.payload_value().ok()?.get(key)?.as_u64()
+}
+
+fn payload_text(envelope: &Envelope, key: &str) -> Option<String> {
+    Some(
+        envelope
+            .payload_value()
+            .ok()?
+            .get(key)?
+            .as_str()?
+            .to_string(),
+    )
+}
+
+outbox_sdk::export_handler!(Hostile);

@@ -1,0 +1,159 @@
+//! A small HTTP/1.1 server for plugin tests: answers every request with the status the test set,
+//! and records each connection it accepted and each request it read.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// One request as the server read it.
+#[derive(Debug, Clone)]
+pub struct StubRequest {
+    pub method: String,
+    pub path: String,
+    /// Names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl StubRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Record {
+    status: AtomicU16,
+    connections: AtomicUsize,
+    requests: Mutex<Vec<StubRequest>>,
+}
+
+/// Stops serving when dropped.
+pub struct StubServer {
+    address: SocketAddr,
+    record: Arc<Record>,
+    task: JoinHandle<()>,
+}
+
+impl StubServer {
+    /// Listens on a free port of 127.0.0.1 and answers `status` until told otherwise.
+    pub async fn start(status: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free local port");
+        let address = listener.local_addr().expect("a bound address");
+        let record = Arc::new(Record::default());
+        record.status.store(status, Ordering::SeqCst);
+        let served = record.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                served.connections.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(answer(stream, served.clone()));
+            }
+        });
+        Self {
+            address,
+            record,
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`, as an `http.allowed_hosts` entry.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.origin())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    pub fn set_status(&self, status: u16) {
+        self.record.status.store(status, Ordering::SeqCst);
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.record.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn requests(&self) -> Vec<StubRequest> {
+        self.record
+            .requests
+            .lock()
+            .expect("no panic while recording")
+            .clone()
+    }
+}
+
+impl Drop for StubServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn answer(mut stream: TcpStream, record: Arc<Record>) {
+    let Some(request) = read_request(&mut stream).await else {
+        return;
+    };
+    record
+        .requests
+        .lock()
+        .expect("no panic while recording")
+        .push(request);
+    let status = record.status.load(Ordering::SeqCst);
+    let response =
+        format!("HTTP/1.1 {status} Stub\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<StubRequest> {
+    let mut buffer = Vec::new();
+    let head_end = loop {
+        if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break end;
+        }
+        let mut chunk = [0u8; 4096];
+        let read = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        buffer.extend_from_slice(&chunk[..read]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let (method, path) = (
+        request_line.next()?.to_owned(),
+        request_line.next()?.to_owned(),
+    );
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = buffer[head_end + 4..].to_vec();
+    while body.len() < length {
+        let mut chunk = [0u8; 4096];
+        let read = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        body.extend_from_slice(&chunk[..read]);
+    }
+    Some(StubRequest {
+        method,
+        path,
+        headers,
+        body,
+    })
+}

@@ -1,0 +1,54 @@
+//! Scratch directories for tests that need files: a plugins directory, a compiled-component cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh, empty directory under the system's temporary directory, removed when dropped.
+pub struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    pub fn new(label: &str) -> Self {
+        static CREATED: AtomicUsize = AtomicUsize::new(0);
+        let unique = CREATED.fetch_add(1, Ordering::SeqCst);
+        let path = std::env::temp_dir()
+            .join("outbox-tests")
+            .join(format!("{label}-{}-{unique}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("a writable temporary directory");
+        Self { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Copies the component at `component` in as `<stem>.wasm`.
+    pub fn add_plugin(&self, stem: &str, component: &str) -> PathBuf {
+        let target = self.path.join(format!("{stem}.wasm"));
+        std::fs::copy(component, &target).expect("the plugin component is readable");
+        target
+    }
+
+    /// Writes `<stem>.toml` beside the plugin.
+    pub fn add_manifest(&self, stem: &str, text: &str) -> PathBuf {
+        self.write(&format!("{stem}.toml"), text.as_bytes())
+    }
+
+    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let target = self.path.join(name);
+        std::fs::write(&target, bytes).expect("the scratch directory is writable");
+        target
+    }
+
+    pub fn remove(&self, name: &str) {
+        std::fs::remove_file(self.path.join(name)).expect("the file exists");
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
