@@ -51,11 +51,13 @@ pub struct PluginsConfig {
     /// Where compiled components are cached; default `<dir>/.cache`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_dir: Option<PathBuf>,
+    /// Plugin instances alive at once, across all plugins (each reserves address space, not memory).
+    pub max_instances: u32,
 }
 
 impl Default for PluginsConfig {
     fn default() -> Self {
-        PluginsConfig { dir: PathBuf::from("./plugins"), cache_dir: None }
+        PluginsConfig { dir: PathBuf::from("./plugins"), cache_dir: None, max_instances: 1000 }
     }
 }
 
@@ -294,6 +296,7 @@ impl Config {
             .map_err(|error| ConfigError::key("database.url", error.to_string()))?;
         let at_least_one = [
             ("database.max_connections", u64::from(self.database.max_connections)),
+            ("plugins.max_instances", u64::from(self.plugins.max_instances)),
             ("relay.polling_interval_ms", self.relay.polling_interval_ms),
             ("relay.batch_size", u64::from(self.relay.batch_size)),
             ("relay.lease_timeout_ms", self.relay.lease_timeout_ms),

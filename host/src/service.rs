@@ -47,7 +47,11 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let pool = database::connect(options, config.database.max_connections).await?;
     let repository = OutboxRepository::new(pool, Tables::new(schema));
     let metrics = Metrics::new();
-    let engine = PluginEngine::new(EngineConfig { cache_dir: Some(config.plugins.cache_dir()), ..EngineConfig::default() })?;
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: Some(config.plugins.cache_dir()),
+        max_instances: config.plugins.max_instances,
+        ..EngineConfig::default()
+    })?;
     let (plugins_tx, plugins) = watch::channel(Arc::new(PluginSet::default()));
     metrics.watch_plugins(plugins.clone());
     let shutdown = CancellationToken::new();

@@ -3,6 +3,7 @@
 //! directories the tests need.
 
 pub mod db;
+pub mod host;
 pub mod http_stub;
 pub mod log_capture;
 pub mod plugin_engine;

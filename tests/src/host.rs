@@ -1,0 +1,63 @@
+//! A running host for end-to-end tests: the real service, in this process, on a schema of its own,
+//! with its own plugins directory and its admin listener on a free port.
+
+use crate::db::{self, TestDb};
+use outbox_host::config::{Config, Strategy};
+use outbox_host::service::{self, RunningService};
+use std::future::Future;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A configuration for a host on `db`'s schema, loading plugins from `plugins_dir`, tuned so tests
+/// see retries and polls quickly.
+pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
+    let mut config = Config::default();
+    config.database.url = Some(db::url());
+    config.database.schema = Some(db.schema.to_string());
+    config.database.migrate = false;
+    config.database.max_connections = 6;
+    config.plugins.dir = plugins_dir.to_owned();
+    config.plugins.max_instances = 64;
+    config.admin.listen = "127.0.0.1:0".to_owned();
+    config.relay.strategy = Strategy::ListenNotify;
+    config.relay.polling_interval_ms = 200;
+    config.relay.backoff_base_delay_ms = 10;
+    config.relay.backoff_max_delay_ms = 40;
+    config.relay.unresolvable_delay_ms = 100;
+    config.relay.shutdown_grace_ms = 2000;
+    config.relay.node_id = Some(format!("{}-node", db.schema));
+    config
+}
+
+pub struct TestHost {
+    pub service: RunningService,
+}
+
+impl TestHost {
+    pub async fn start(config: &Config) -> TestHost {
+        crate::log_capture::install();
+        let service = service::start(config).await.expect("the host starts");
+        TestHost { service }
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.service.admin_addr())
+    }
+
+    pub async fn stop(self) {
+        self.service.stop().await;
+    }
+}
+
+/// Polls `check` every 20 ms until it holds; panics naming `what` after `timeout`.
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
