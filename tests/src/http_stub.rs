@@ -2,7 +2,8 @@
 //! and records each connection it accepted and each request it read.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,6 +32,7 @@ impl StubRequest {
 #[derive(Default)]
 struct Record {
     status: AtomicU16,
+    delay_ms: AtomicU64,
     connections: AtomicUsize,
     requests: Mutex<Vec<StubRequest>>,
 }
@@ -78,6 +80,11 @@ impl StubServer {
         self.address.port()
     }
 
+    /// Answers each request only after `delay`, like a slow endpoint.
+    pub fn set_delay(&self, delay: Duration) {
+        self.record.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
     pub fn set_status(&self, status: u16) {
         self.record.status.store(status, Ordering::SeqCst);
     }
@@ -111,6 +118,10 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
         .lock()
         .expect("no panic while recording")
         .push(request);
+    let delay = record.delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
     let status = record.status.load(Ordering::SeqCst);
     let response =
         format!("HTTP/1.1 {status} Stub\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");

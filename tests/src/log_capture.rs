@@ -25,14 +25,18 @@ pub fn install() {
 
 /// Every captured line (`message key=value ...`) logged with `plugin = <plugin>`.
 pub fn lines_of(plugin: &str) -> Vec<String> {
-    let marker = format!(" plugin={plugin} ");
+    lines_with(&format!(" plugin={plugin} "))
+}
+
+/// Every captured line that contains `marker`.
+pub fn lines_with(marker: &str) -> Vec<String> {
     LINES
         .get()
         .expect("log_capture::install() was called")
         .lock()
         .expect("not poisoned")
         .iter()
-        .filter(|line| line.contains(&marker))
+        .filter(|line| line.contains(marker))
         .cloned()
         .collect()
 }

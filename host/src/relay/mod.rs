@@ -18,6 +18,7 @@ mod outcome;
 mod wakeup;
 
 pub use backoff::Backoff;
+pub use wakeup::LISTENER_APPLICATION_NAME;
 
 use crate::config::{RelayConfig, Strategy};
 use crate::metrics::Metrics;
@@ -76,7 +77,8 @@ impl Relay {
     pub async fn run(self, shutdown: CancellationToken) {
         let wakeups = wakeup::Wakeups::new(self.settings.instances as usize);
         let listener = (self.settings.strategy == Strategy::ListenNotify).then(|| {
-            tokio::spawn(wakeup::listen(self.repository.pool().clone(), wakeups.clone(), self.metrics.clone(), shutdown.clone()))
+            let pool = self.repository.pool().clone();
+            tokio::spawn(wakeup::listen(pool, self.settings.node_id.clone(), wakeups.clone(), self.metrics.clone(), shutdown.clone()))
         });
         let loops: Vec<_> = (0..self.settings.instances)
             .map(|index| {

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The channel the outbox trigger notifies on insert.
 pub const CHANNEL: &str = "transactional_outbox_channel";
-/// The listening connection's `application_name`, so operators (and tests) can find it.
+/// The listening connection's `application_name` starts with this, followed by the node id, so
+/// operators (and tests) can find it.
 pub const LISTENER_APPLICATION_NAME: &str = "outbox-host listener";
 const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
@@ -39,15 +40,16 @@ impl Wakeups {
 }
 
 /// Listens until `shutdown`, reconnecting with backoff whenever the connection is lost.
-pub(super) async fn listen(pool: PgPool, wakeups: Wakeups, metrics: Metrics, shutdown: CancellationToken) {
-    let options = pool.connect_options().as_ref().clone().application_name(LISTENER_APPLICATION_NAME);
+pub(super) async fn listen(pool: PgPool, node_id: String, wakeups: Wakeups, metrics: Metrics, shutdown: CancellationToken) {
+    let application_name = format!("{LISTENER_APPLICATION_NAME} {node_id}");
+    let options = pool.connect_options().as_ref().clone().application_name(&application_name);
     let listen_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
     let mut delay = RECONNECT_FIRST;
     let mut was_listening = false;
     loop {
         match subscribe(&listen_pool).await {
             Ok(mut listener) => {
-                tracing::info!(channel = CHANNEL, "LISTEN connected; notifications wake the relay");
+                tracing::info!(node = %node_id, channel = CHANNEL, "LISTEN connected; notifications wake the relay");
                 metrics.listening(true);
                 delay = RECONNECT_FIRST;
                 was_listening = true;
@@ -59,11 +61,11 @@ pub(super) async fn listen(pool: PgPool, wakeups: Wakeups, metrics: Metrics, shu
                         received = listener.try_recv() => match received {
                             Ok(Some(_)) => wakeups.wake_all(),
                             Ok(None) => {
-                                tracing::warn!("LISTEN connection lost; falling back to polling until it is back");
+                                tracing::warn!(node = %node_id, "LISTEN connection lost; falling back to polling until it is back");
                                 break;
                             }
                             Err(error) => {
-                                tracing::warn!(%error, "LISTEN connection failed; falling back to polling until it is back");
+                                tracing::warn!(node = %node_id, %error, "LISTEN connection failed; falling back to polling until it is back");
                                 break;
                             }
                         }
@@ -73,7 +75,7 @@ pub(super) async fn listen(pool: PgPool, wakeups: Wakeups, metrics: Metrics, shu
             }
             Err(error) => {
                 if was_listening || delay == RECONNECT_FIRST {
-                    tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "cannot LISTEN; polling only");
+                    tracing::warn!(node = %node_id, %error, retry_in_ms = delay.as_millis() as u64, "cannot LISTEN; polling only");
                 }
                 was_listening = false;
             }

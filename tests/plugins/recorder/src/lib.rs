@@ -1,5 +1,6 @@
 //! Test-only publish observer: logs one `key=value` line per event, which the relay tests read
-//! back to check what observers were told and when.
+//! back to check what observers were told and when. With `[config] trap = "true"` it panics
+//! after logging, so tests can show that a failing observer changes nothing.
 
 use outbox_sdk::{Envelope, Observer, PublishCompleted};
 
@@ -17,6 +18,9 @@ impl Observer for Recorder {
             event.disposition_recorded,
             event.error_type.as_deref().unwrap_or("none"),
         );
+        if outbox_sdk::config::get("trap").as_deref() == Some("true") {
+            panic!("recorder told to trap");
+        }
     }
 }
 
