@@ -26,14 +26,21 @@ async fn publish_refused(db: &TestDb, entry: OutboxEntry) -> InvalidEntry {
 async fn publish_commits_with_the_callers_transaction() {
     let db = TestDb::new().await;
     let mut tx = db.pool.begin().await.unwrap();
-    let id = db.outbox().publish(&mut tx, entry("A", "x").aggregate("Order", "7")).await.unwrap();
+    let id = db
+        .outbox()
+        .publish(&mut tx, entry("A", "x").aggregate("Order", "7"))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let row = db.repository().find(id).await.unwrap().unwrap();
     assert_eq!(row.destination_type, "A");
     assert_eq!(row.aggregate_id.as_deref(), Some("7"));
     assert_eq!(row.attempt, 0);
     assert_eq!(row.max_attempts, 20);
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&row.payload).unwrap(), serde_json::json!({"n": 1}));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&row.payload).unwrap(),
+        serde_json::json!({"n": 1})
+    );
 }
 
 #[tokio::test]
@@ -48,8 +55,18 @@ async fn publish_rolls_back_with_the_callers_transaction() {
 #[tokio::test]
 async fn publish_gives_each_row_a_fresh_uuid_v7_carrier_id() {
     let db = TestDb::new().await;
-    let first = db.repository().find(db.publish(entry("A", "x")).await).await.unwrap().unwrap();
-    let second = db.repository().find(db.publish(entry("A", "x")).await).await.unwrap().unwrap();
+    let first = db
+        .repository()
+        .find(db.publish(entry("A", "x")).await)
+        .await
+        .unwrap()
+        .unwrap();
+    let second = db
+        .repository()
+        .find(db.publish(entry("A", "x")).await)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first.carrier_id.get_version_num(), 7);
     assert_ne!(first.carrier_id, second.carrier_id);
 }
@@ -57,11 +74,25 @@ async fn publish_gives_each_row_a_fresh_uuid_v7_carrier_id() {
 #[tokio::test]
 async fn publish_stores_headers_as_one_object_and_context_in_metadata() {
     let db = TestDb::new().await;
-    let e = entry("A", "x").header("traceparent", "00-abc").header("tenant", "t1").context(serde_json::json!({"locale": "fr"}));
-    let row = db.repository().find(db.publish(e).await).await.unwrap().unwrap();
+    let e = entry("A", "x")
+        .header("traceparent", "00-abc")
+        .header("tenant", "t1")
+        .context(serde_json::json!({"locale": "fr"}));
+    let row = db
+        .repository()
+        .find(db.publish(e).await)
+        .await
+        .unwrap()
+        .unwrap();
     let mut headers = row.headers.clone();
     headers.sort();
-    assert_eq!(headers, vec![("tenant".into(), "t1".into()), ("traceparent".into(), "00-abc".into())]);
+    assert_eq!(
+        headers,
+        vec![
+            ("tenant".into(), "t1".into()),
+            ("traceparent".into(), "00-abc".into())
+        ]
+    );
     let metadata: serde_json::Value = serde_json::from_str(&row.metadata).unwrap();
     assert_eq!(metadata, serde_json::json!({"context": {"locale": "fr"}}));
 }
@@ -71,7 +102,10 @@ async fn a_malformed_destination_type_is_refused_and_nothing_inserted() {
     let db = TestDb::new().await;
     for bad in ["", "has space", "dotted.type", &"X".repeat(33)] {
         let refused = publish_refused(&db, entry(bad, "x")).await;
-        assert!(matches!(refused, InvalidEntry::DestinationType(_)), "{bad:?}");
+        assert!(
+            matches!(refused, InvalidEntry::DestinationType(_)),
+            "{bad:?}"
+        );
     }
     assert_eq!(outbox_count(&db).await, 0);
 }
@@ -80,8 +114,18 @@ async fn a_malformed_destination_type_is_refused_and_nothing_inserted() {
 async fn a_blank_event_type_or_destination_is_refused() {
     let db = TestDb::new().await;
     let blank_event = OutboxEntry::new(" ", "A", "x", serde_json::json!({}));
-    assert_eq!(publish_refused(&db, blank_event).await, InvalidEntry::Blank { field: "event_type" });
-    assert_eq!(publish_refused(&db, entry("A", "")).await, InvalidEntry::Blank { field: "destination" });
+    assert_eq!(
+        publish_refused(&db, blank_event).await,
+        InvalidEntry::Blank {
+            field: "event_type"
+        }
+    );
+    assert_eq!(
+        publish_refused(&db, entry("A", "")).await,
+        InvalidEntry::Blank {
+            field: "destination"
+        }
+    );
     assert_eq!(outbox_count(&db).await, 0);
 }
 
@@ -89,13 +133,21 @@ async fn a_blank_event_type_or_destination_is_refused() {
 async fn a_column_longer_than_255_characters_is_refused_by_name() {
     let db = TestDb::new().await;
     let long = entry("A", "x").aggregate("Order", "k".repeat(256));
-    assert_eq!(publish_refused(&db, long).await, InvalidEntry::TooLong { field: "aggregate_id" });
+    assert_eq!(
+        publish_refused(&db, long).await,
+        InvalidEntry::TooLong {
+            field: "aggregate_id"
+        }
+    );
 }
 
 #[tokio::test]
 async fn zero_max_attempts_is_refused() {
     let db = TestDb::new().await;
-    assert_eq!(publish_refused(&db, entry("A", "x").max_attempts(0)).await, InvalidEntry::MaxAttempts);
+    assert_eq!(
+        publish_refused(&db, entry("A", "x").max_attempts(0)).await,
+        InvalidEntry::MaxAttempts
+    );
 }
 
 // --- headers --------------------------------------------------------------------------------------
@@ -103,7 +155,11 @@ async fn zero_max_attempts_is_refused() {
 #[tokio::test]
 async fn a_reserved_header_is_refused_naming_the_key_but_not_the_value() {
     let db = TestDb::new().await;
-    let refused = publish_refused(&db, entry("A", "x").header("outbox-attempt", "top-secret-value")).await;
+    let refused = publish_refused(
+        &db,
+        entry("A", "x").header("outbox-attempt", "top-secret-value"),
+    )
+    .await;
     let message = refused.to_string();
     assert!(message.contains("outbox-attempt"), "{message}");
     assert!(!message.contains("top-secret-value"), "{message}");
@@ -121,7 +177,8 @@ async fn the_reserved_prefix_matches_in_any_case() {
 async fn a_reserved_key_in_the_message_has_control_characters_replaced_and_is_cut_to_128() {
     let db = TestDb::new().await;
     let key = format!("outbox-\n\u{1b}[31m{}", "k".repeat(300));
-    let InvalidEntry::ReservedHeader { key: shown } = publish_refused(&db, entry("A", "x").header(key, "v")).await
+    let InvalidEntry::ReservedHeader { key: shown } =
+        publish_refused(&db, entry("A", "x").header(key, "v")).await
     else {
         panic!("expected a reserved-header refusal");
     };
@@ -133,14 +190,22 @@ async fn a_reserved_key_in_the_message_has_control_characters_replaced_and_is_cu
 #[tokio::test]
 async fn a_header_merely_containing_outbox_is_accepted() {
     let db = TestDb::new().await;
-    db.publish(entry("A", "x").header("x-outbox-trace", "v").header("outbox", "v")).await;
+    db.publish(
+        entry("A", "x")
+            .header("x-outbox-trace", "v")
+            .header("outbox", "v"),
+    )
+    .await;
     assert_eq!(outbox_count(&db).await, 1);
 }
 
 #[tokio::test]
 async fn an_empty_header_key_is_refused() {
     let db = TestDb::new().await;
-    assert_eq!(publish_refused(&db, entry("A", "x").header("", "v")).await, InvalidEntry::EmptyHeaderKey);
+    assert_eq!(
+        publish_refused(&db, entry("A", "x").header("", "v")).await,
+        InvalidEntry::EmptyHeaderKey
+    );
 }
 
 #[tokio::test]
@@ -154,7 +219,10 @@ async fn a_nul_in_a_header_is_refused_naming_the_key_only() {
 #[tokio::test]
 async fn an_entrys_debug_form_never_shows_payload_or_header_values() {
     let shown = format!("{:?}", entry("A", "x").header("auth", "s3cr3t"));
-    assert!(shown.contains("auth") && !shown.contains("s3cr3t") && !shown.contains("\"n\""), "{shown}");
+    assert!(
+        shown.contains("auth") && !shown.contains("s3cr3t") && !shown.contains("\"n\""),
+        "{shown}"
+    );
 }
 
 // --- process once ---------------------------------------------------------------------------------
@@ -177,7 +245,9 @@ async fn a_new_message_runs_its_work_and_returns_its_value() {
     let mut tx = db.pool.begin().await.unwrap();
     let result = db
         .inbox()
-        .process_once(&mut tx, "m-1", "payments", async |_: &mut PgConnection| Ok::<_, AppError>(42))
+        .process_once(&mut tx, "m-1", "payments", async |_: &mut PgConnection| {
+            Ok::<_, AppError>(42)
+        })
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -209,8 +279,12 @@ async fn the_same_message_id_from_another_source_is_new() {
     let db = TestDb::new().await;
     let mut tx = db.pool.begin().await.unwrap();
     for source in ["payments", "orders"] {
-        let result =
-            db.inbox().process_once(&mut tx, "m-1", source, async |_: &mut PgConnection| Ok::<_, AppError>(())).await;
+        let result = db
+            .inbox()
+            .process_once(&mut tx, "m-1", source, async |_: &mut PgConnection| {
+                Ok::<_, AppError>(())
+            })
+            .await;
         assert_eq!(result.unwrap(), InboxResult::Processed(()));
     }
 }
@@ -222,7 +296,10 @@ async fn the_work_writes_in_the_same_transaction() {
     let mut tx = db.pool.begin().await.unwrap();
     db.inbox()
         .process_once(&mut tx, "m-1", "payments", async |tx: &mut PgConnection| {
-            outbox.publish(tx, entry("A", "x")).await.map_err(|_| AppError::Business("publish"))
+            outbox
+                .publish(tx, entry("A", "x"))
+                .await
+                .map_err(|_| AppError::Business("publish"))
         })
         .await
         .unwrap();
@@ -248,10 +325,20 @@ async fn a_business_failure_propagates_unchanged() {
 async fn a_rolled_back_message_counts_as_new_again() {
     let db = TestDb::new().await;
     let mut tx = db.pool.begin().await.unwrap();
-    let _ = db.inbox().process_once(&mut tx, "m-1", "p", async |_: &mut PgConnection| Err::<(), _>(AppError::Business("no"))).await;
+    let _ = db
+        .inbox()
+        .process_once(&mut tx, "m-1", "p", async |_: &mut PgConnection| {
+            Err::<(), _>(AppError::Business("no"))
+        })
+        .await;
     tx.rollback().await.unwrap();
     let mut tx = db.pool.begin().await.unwrap();
-    let again = db.inbox().process_once(&mut tx, "m-1", "p", async |_: &mut PgConnection| Ok::<_, AppError>(1)).await;
+    let again = db
+        .inbox()
+        .process_once(&mut tx, "m-1", "p", async |_: &mut PgConnection| {
+            Ok::<_, AppError>(1)
+        })
+        .await;
     assert_eq!(again.unwrap(), InboxResult::Processed(1));
 }
 
@@ -262,9 +349,19 @@ async fn a_lock_timeout_is_a_retryable_persistence_failure() {
     let mut tx = db.pool.begin().await.unwrap();
     let lock = format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", db.tables.inbox());
     sqlx::query(&lock).execute(&mut *holder).await.unwrap();
-    sqlx::query("SET LOCAL lock_timeout = '50ms'").execute(&mut *tx).await.unwrap();
-    let result = db.inbox().process_once(&mut tx, "m-1", "p", async |_: &mut PgConnection| Ok::<_, AppError>(())).await;
-    let Err(AppError::Store(error)) = result else { panic!("expected a store failure") };
+    sqlx::query("SET LOCAL lock_timeout = '50ms'")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let result = db
+        .inbox()
+        .process_once(&mut tx, "m-1", "p", async |_: &mut PgConnection| {
+            Ok::<_, AppError>(())
+        })
+        .await;
+    let Err(AppError::Store(error)) = result else {
+        panic!("expected a store failure")
+    };
     assert!(error.retryable(), "{error}");
     assert_eq!(error.sqlstate().as_deref(), Some("55P03"));
 }
@@ -276,11 +373,21 @@ async fn a_deadlock_is_a_retryable_persistence_failure() {
     let inbox = db.tables.inbox().to_owned();
     let mut first = db.pool.begin().await.unwrap();
     let mut second = db.pool.begin().await.unwrap();
-    sqlx::query(&format!("LOCK TABLE {outbox} IN ACCESS EXCLUSIVE MODE")).execute(&mut *first).await.unwrap();
-    sqlx::query(&format!("LOCK TABLE {inbox} IN ACCESS EXCLUSIVE MODE")).execute(&mut *second).await.unwrap();
+    sqlx::query(&format!("LOCK TABLE {outbox} IN ACCESS EXCLUSIVE MODE"))
+        .execute(&mut *first)
+        .await
+        .unwrap();
+    sqlx::query(&format!("LOCK TABLE {inbox} IN ACCESS EXCLUSIVE MODE"))
+        .execute(&mut *second)
+        .await
+        .unwrap();
     let inbox_api = db.inbox();
     let blocked_first = async {
-        inbox_api.process_once(&mut first, "m-1", "p", async |_: &mut PgConnection| Ok::<_, AppError>(())).await
+        inbox_api
+            .process_once(&mut first, "m-1", "p", async |_: &mut PgConnection| {
+                Ok::<_, AppError>(())
+            })
+            .await
     };
     let blocked_second = async {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -288,8 +395,12 @@ async fn a_deadlock_is_a_retryable_persistence_failure() {
     };
     let (first_result, second_result) = tokio::join!(blocked_first, blocked_second);
     let retryable = match (first_result, second_result) {
-        (Err(AppError::Store(error)), _) => error.retryable() && error.sqlstate().as_deref() == Some("40P01"),
-        (_, Err(PublishError::Persistence(error))) => error.retryable() && error.sqlstate().as_deref() == Some("40P01"),
+        (Err(AppError::Store(error)), _) => {
+            error.retryable() && error.sqlstate().as_deref() == Some("40P01")
+        }
+        (_, Err(PublishError::Persistence(error))) => {
+            error.retryable() && error.sqlstate().as_deref() == Some("40P01")
+        }
         _ => false,
     };
     assert!(retryable, "one side must fail with a retryable deadlock");
@@ -300,7 +411,14 @@ async fn a_value_too_long_for_its_column_is_not_retryable() {
     let db = TestDb::new().await;
     let mut tx = db.pool.begin().await.unwrap();
     let long_id = "m".repeat(300);
-    let result = db.inbox().process_once(&mut tx, &long_id, "p", async |_: &mut PgConnection| Ok::<_, AppError>(())).await;
-    let Err(AppError::Store(error)) = result else { panic!("expected a store failure") };
+    let result = db
+        .inbox()
+        .process_once(&mut tx, &long_id, "p", async |_: &mut PgConnection| {
+            Ok::<_, AppError>(())
+        })
+        .await;
+    let Err(AppError::Store(error)) = result else {
+        panic!("expected a store failure")
+    };
     assert!(!error.retryable());
 }

@@ -20,7 +20,10 @@ impl FreshDatabase {
     async fn new() -> FreshDatabase {
         let name = format!("t_mig_{}", uuid::Uuid::now_v7().simple());
         let admin = database::connect(db::options(), 1).await.unwrap();
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .unwrap();
         admin.close().await;
         let options = db::options().database(&name);
         FreshDatabase { name, options }
@@ -32,12 +35,19 @@ impl FreshDatabase {
 
     async fn drop(self) {
         let admin = database::connect(db::options(), 1).await.unwrap();
-        sqlx::query(&format!("DROP DATABASE {} WITH (FORCE)", self.name)).execute(&admin).await.unwrap();
+        sqlx::query(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
+            .execute(&admin)
+            .await
+            .unwrap();
     }
 }
 
 async fn rows(pool: &PgPool, sql: &str, schema: &str) -> Vec<String> {
-    sqlx::query_scalar(sql).bind(schema).fetch_all(pool).await.unwrap()
+    sqlx::query_scalar(sql)
+        .bind(schema)
+        .fetch_all(pool)
+        .await
+        .unwrap()
 }
 
 /// Every column, index, trigger, function and sequence in `schema`, as text lines.
@@ -52,7 +62,14 @@ async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
         schema,
     )
     .await;
-    lines.extend(rows(pool, "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname", schema).await);
+    lines.extend(
+        rows(
+            pool,
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname",
+            schema,
+        )
+        .await,
+    );
     lines.extend(
         rows(
             pool,
@@ -136,12 +153,23 @@ async fn the_trigger_notifies_the_channel_with_the_new_id() {
     let fresh = FreshDatabase::new().await;
     database::migrate(&fresh.options, None).await.unwrap();
     let pool = fresh.pool().await;
-    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
-    listener.listen("transactional_outbox_channel").await.unwrap();
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    listener
+        .listen("transactional_outbox_channel")
+        .await
+        .unwrap();
     let mut tx = pool.begin().await.unwrap();
-    let id = Outbox::new(Tables::default()).publish(&mut tx, entry("A", "x")).await.unwrap();
+    let id = Outbox::new(Tables::default())
+        .publish(&mut tx, entry("A", "x"))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
-    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv()).await.unwrap().unwrap();
+    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(notification.payload(), id.to_string());
     drop(listener);
     pool.close().await;
@@ -152,12 +180,22 @@ async fn the_trigger_notifies_the_channel_with_the_new_id() {
 async fn a_second_migrate_changes_nothing() {
     let fresh = FreshDatabase::new().await;
     let schema = SchemaName::parse("messaging").unwrap();
-    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    database::migrate(&fresh.options, Some(&schema))
+        .await
+        .unwrap();
     let pool = fresh.pool().await;
     let history = "SELECT version::text || ' ' || checksum::text FROM messaging._sqlx_migrations WHERE $1 <> ''";
-    let before = (catalog(&pool, "messaging").await, rows(&pool, history, "x").await);
-    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
-    let after = (catalog(&pool, "messaging").await, rows(&pool, history, "x").await);
+    let before = (
+        catalog(&pool, "messaging").await,
+        rows(&pool, history, "x").await,
+    );
+    database::migrate(&fresh.options, Some(&schema))
+        .await
+        .unwrap();
+    let after = (
+        catalog(&pool, "messaging").await,
+        rows(&pool, history, "x").await,
+    );
     assert_eq!(before, after);
     pool.close().await;
     fresh.drop().await;
@@ -167,7 +205,9 @@ async fn a_second_migrate_changes_nothing() {
 async fn with_a_schema_every_object_lands_in_it() {
     let fresh = FreshDatabase::new().await;
     let schema = SchemaName::parse("messaging").unwrap();
-    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    database::migrate(&fresh.options, Some(&schema))
+        .await
+        .unwrap();
     let pool = fresh.pool().await;
     let mut found = catalog(&pool, "messaging").await;
     found.retain(|line| !line.contains("_sqlx_migrations"));
@@ -175,12 +215,18 @@ async fn with_a_schema_every_object_lands_in_it() {
         .iter()
         .map(|line| {
             line.replace("public.", "messaging.")
-                .replace("nextval('outbox_id_seq'", "nextval('messaging.outbox_id_seq'")
+                .replace(
+                    "nextval('outbox_id_seq'",
+                    "nextval('messaging.outbox_id_seq'",
+                )
                 .replace("FUNCTION notify", "FUNCTION messaging.notify")
         })
         .collect();
     assert_eq!(found, expected);
-    assert!(catalog(&pool, "public").await.is_empty(), "nothing lands in public");
+    assert!(
+        catalog(&pool, "public").await.is_empty(),
+        "nothing lands in public"
+    );
     pool.close().await;
     fresh.drop().await;
 }
@@ -189,21 +235,47 @@ async fn with_a_schema_every_object_lands_in_it() {
 async fn with_a_schema_every_statement_is_qualified() {
     let fresh = FreshDatabase::new().await;
     let schema = SchemaName::parse("messaging").unwrap();
-    database::migrate(&fresh.options, Some(&schema)).await.unwrap();
+    database::migrate(&fresh.options, Some(&schema))
+        .await
+        .unwrap();
     // Connections that would find nothing unqualified: the tables resolve only through the schema.
-    let pool = database::connect(fresh.options.clone().options([("search_path", "pg_catalog")]), 2).await.unwrap();
+    let pool = database::connect(
+        fresh
+            .options
+            .clone()
+            .options([("search_path", "pg_catalog")]),
+        2,
+    )
+    .await
+    .unwrap();
     let tables = Tables::new(Some(schema));
     let repo = OutboxRepository::new(pool.clone(), tables.clone());
     let mut tx = pool.begin().await.unwrap();
-    let id = Outbox::new(tables.clone()).publish(&mut tx, entry("A", "x")).await.unwrap();
+    let id = Outbox::new(tables.clone())
+        .publish(&mut tx, entry("A", "x"))
+        .await
+        .unwrap();
     let inbox = Inbox::new(tables.clone());
-    inbox.process_once(&mut tx, "m", "s", async |_: &mut sqlx::PgConnection| Ok::<_, outbox_host::api::PersistenceError>(())).await.unwrap();
+    inbox
+        .process_once(&mut tx, "m", "s", async |_: &mut sqlx::PgConnection| {
+            Ok::<_, outbox_host::api::PersistenceError>(())
+        })
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let caps = RelayCapabilities::new().with("A", ClaimScope::All);
     assert_eq!(repo.claim_batch(10, "n", &caps).await.unwrap().len(), 1);
-    assert!(repo.mark_retry(id, "n", 1, Utc::now(), "e", None).await.unwrap());
+    assert!(
+        repo.mark_retry(id, "n", 1, Utc::now(), "e", None)
+            .await
+            .unwrap()
+    );
     repo.claim_batch(10, "n", &caps).await.unwrap();
-    assert!(repo.mark_unresolvable(id, "n", Duration::ZERO).await.unwrap());
+    assert!(
+        repo.mark_unresolvable(id, "n", Duration::ZERO)
+            .await
+            .unwrap()
+    );
     repo.claim_batch(10, "n", &caps).await.unwrap();
     assert!(repo.mark_dead_letter(id, "n", "e", None).await.unwrap());
     repo.reclaim_stale(Duration::from_secs(1)).await.unwrap();

@@ -15,26 +15,42 @@ use std::time::Duration;
 const SETTLE: Duration = Duration::from_secs(30);
 
 async fn count(db: &TestDb, state: &str) -> i64 {
-    db.scalar(&format!("SELECT count(*) FROM {{outbox}} WHERE state = '{state}'")).await
+    db.scalar(&format!(
+        "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
+    ))
+    .await
 }
 
 /// A plugins directory with the webhook plugin allowed to reach `stub`.
 fn webhook_dir(label: &str, stub: &StubServer) -> ScratchDir {
     let dir = ScratchDir::new(label);
     dir.add_plugin("webhook", plugins::WEBHOOK);
-    dir.add_manifest("webhook", &format!("[http]\nallowed_hosts = [\"{}\"]\n", stub.origin()));
+    dir.add_manifest(
+        "webhook",
+        &format!("[http]\nallowed_hosts = [\"{}\"]\n", stub.origin()),
+    );
     dir
 }
 
 /// A row for the webhook plugin, identifying itself in its payload.
 fn webhook_entry(stub: &StubServer, aggregate: &str, seq: usize) -> OutboxEntry {
-    OutboxEntry::new("test.event", "WEBHOOK", stub.url("/hook"), serde_json::json!({"aggregate": aggregate, "seq": seq}))
-        .aggregate("Order", aggregate)
+    OutboxEntry::new(
+        "test.event",
+        "WEBHOOK",
+        stub.url("/hook"),
+        serde_json::json!({"aggregate": aggregate, "seq": seq}),
+    )
+    .aggregate("Order", aggregate)
 }
 
 /// A row for the scripted plugin, whose payload chooses the outcome.
 fn scripted_entry(outcome: &str) -> OutboxEntry {
-    OutboxEntry::new("test.event", "SCRIPTED", "x", serde_json::json!({"outcome": outcome}))
+    OutboxEntry::new(
+        "test.event",
+        "SCRIPTED",
+        "x",
+        serde_json::json!({"outcome": outcome}),
+    )
 }
 
 fn payload_of(request: &outbox_tests::http_stub::StubRequest) -> serde_json::Value {
@@ -48,9 +64,13 @@ async fn noop_rows_all_end_published() {
     dir.add_plugin("noop", plugins::NOOP);
     let host = TestHost::start(&host::config(&db, dir.path())).await;
     for i in 0..200 {
-        db.publish(entry("NOOP", "x").aggregate("A", (i % 10).to_string())).await;
+        db.publish(entry("NOOP", "x").aggregate("A", (i % 10).to_string()))
+            .await;
     }
-    wait_until("every row is published", SETTLE, || async { count(&db, "PUBLISHED").await == 200 }).await;
+    wait_until("every row is published", SETTLE, || async {
+        count(&db, "PUBLISHED").await == 200
+    })
+    .await;
     host.stop().await;
 }
 
@@ -66,19 +86,34 @@ async fn webhook_rows_over_many_aggregates_all_end_published_each_aggregate_in_i
         db.outbox().publish(&mut tx, e).await.unwrap();
     }
     tx.commit().await.unwrap();
-    wait_until("all 2,000 rows are published", Duration::from_secs(90), || async { count(&db, "PUBLISHED").await == 2000 }).await;
+    wait_until(
+        "all 2,000 rows are published",
+        Duration::from_secs(90),
+        || async { count(&db, "PUBLISHED").await == 2000 },
+    )
+    .await;
     let mut delivered: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for request in stub.requests() {
         let payload = payload_of(&request);
-        delivered.entry(payload["aggregate"].as_str().unwrap().to_owned()).or_default().push(payload["seq"].as_u64().unwrap());
+        delivered
+            .entry(payload["aggregate"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(payload["seq"].as_u64().unwrap());
     }
     assert_eq!(delivered.len(), 50);
     for (aggregate, seqs) in &delivered {
         let mut sorted = seqs.clone();
         sorted.sort();
-        assert_eq!(seqs, &sorted, "aggregate {aggregate} was delivered out of id order");
+        assert_eq!(
+            seqs, &sorted,
+            "aggregate {aggregate} was delivered out of id order"
+        );
     }
-    assert_eq!(delivered.values().map(Vec::len).sum::<usize>(), 2000, "each row delivered once");
+    assert_eq!(
+        delivered.values().map(Vec::len).sum::<usize>(),
+        2000,
+        "each row delivered once"
+    );
     host.stop().await;
 }
 
@@ -88,12 +123,21 @@ async fn an_endpoint_answering_500_dead_letters_its_row_after_max_attempts() {
     let stub = StubServer::start(500).await;
     let dir = webhook_dir("relay-500", &stub);
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    let id = db.publish(webhook_entry(&stub, "a", 0).max_attempts(3)).await;
-    wait_until("the row is dead-lettered", SETTLE, || async { db.state_of(id).await == "DEAD_LETTER" }).await;
+    let id = db
+        .publish(webhook_entry(&stub, "a", 0).max_attempts(3))
+        .await;
+    wait_until("the row is dead-lettered", SETTLE, || async {
+        db.state_of(id).await == "DEAD_LETTER"
+    })
+    .await;
     let row = db.repository().find(id).await.unwrap().unwrap();
     assert_eq!(row.attempt, 3);
     assert_eq!(stub.requests().len(), 3);
-    assert!(row.last_error.as_deref().unwrap().contains("500"), "{:?}", row.last_error);
+    assert!(
+        row.last_error.as_deref().unwrap().contains("500"),
+        "{:?}",
+        row.last_error
+    );
     assert!(row.error_type.is_some());
     host.stop().await;
 }
@@ -104,15 +148,23 @@ async fn a_row_whose_type_has_no_plugin_stays_pending_and_its_younger_siblings_w
     let dir = ScratchDir::new("relay-missing");
     dir.add_plugin("noop", plugins::NOOP);
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    let head = db.publish(entry("MISSING", "x").aggregate("Order", "1")).await;
+    let head = db
+        .publish(entry("MISSING", "x").aggregate("Order", "1"))
+        .await;
     let sibling = db.publish(entry("NOOP", "x").aggregate("Order", "1")).await;
     let other = db.publish(entry("NOOP", "x").aggregate("Order", "2")).await;
-    wait_until("the other aggregate's row is published", SETTLE, || async { db.state_of(other).await == "PUBLISHED" }).await;
+    wait_until("the other aggregate's row is published", SETTLE, || async {
+        db.state_of(other).await == "PUBLISHED"
+    })
+    .await;
     // Several polling intervals later, the blocked aggregate has still not moved.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(db.state_of(head).await, "PENDING");
     assert_eq!(db.state_of(sibling).await, "PENDING");
-    assert_eq!(db.repository().find(head).await.unwrap().unwrap().attempt, 0);
+    assert_eq!(
+        db.repository().find(head).await.unwrap().unwrap().attempt,
+        0
+    );
     host.stop().await;
 }
 
@@ -127,7 +179,11 @@ async fn an_unresolvable_result_defers_the_row_and_keeps_its_attempt_count() {
     let id = db.publish(scripted_entry("unresolvable")).await;
     let marker = format!("entry_id={id} ");
     wait_until("the row is deferred twice", SETTLE, || async {
-        log_capture::lines_of(&recorder).iter().filter(|l| l.contains(&marker) && l.contains("disposition=deferred")).count() >= 2
+        log_capture::lines_of(&recorder)
+            .iter()
+            .filter(|l| l.contains(&marker) && l.contains("disposition=deferred"))
+            .count()
+            >= 2
     })
     .await;
     let row = db.repository().find(id).await.unwrap().unwrap();
@@ -144,7 +200,9 @@ async fn the_observer_sees_every_attempt_after_its_mark() {
     let recorder = format!("recorder_{}", db.schema);
     dir.add_plugin(&recorder, plugins::RECORDER);
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    let failing = db.publish(scripted_entry("retryable").max_attempts(3)).await;
+    let failing = db
+        .publish(scripted_entry("retryable").max_attempts(3))
+        .await;
     let succeeding = db.publish(scripted_entry("success")).await;
     let permanent = db.publish(scripted_entry("permanent")).await;
     wait_until("all rows settle", SETTLE, || async {
@@ -153,21 +211,39 @@ async fn the_observer_sees_every_attempt_after_its_mark() {
     .await;
     let seen = |id: i64| {
         let marker = format!("entry_id={id} ");
-        log_capture::lines_of(&recorder).into_iter().filter(move |l| l.contains(&marker)).collect::<Vec<_>>()
+        log_capture::lines_of(&recorder)
+            .into_iter()
+            .filter(move |l| l.contains(&marker))
+            .collect::<Vec<_>>()
     };
-    wait_until("the observer has seen all five attempts", SETTLE, || async {
-        seen(failing).len() == 3 && seen(succeeding).len() == 1 && seen(permanent).len() == 1
-    })
+    wait_until(
+        "the observer has seen all five attempts",
+        SETTLE,
+        || async {
+            seen(failing).len() == 3 && seen(succeeding).len() == 1 && seen(permanent).len() == 1
+        },
+    )
     .await;
     let failing_lines = seen(failing);
-    for (attempt, disposition) in [(0, "retry-scheduled"), (1, "retry-scheduled"), (2, "dead-lettered")] {
+    for (attempt, disposition) in [
+        (0, "retry-scheduled"),
+        (1, "retry-scheduled"),
+        (2, "dead-lettered"),
+    ] {
         assert!(
-            failing_lines.iter().any(|l| l.contains(&format!("attempt={attempt} ")) && l.contains(&format!("disposition={disposition} "))
-                && l.contains("outcome=retryable-failure") && l.contains("disposition_recorded=true")),
+            failing_lines
+                .iter()
+                .any(|l| l.contains(&format!("attempt={attempt} "))
+                    && l.contains(&format!("disposition={disposition} "))
+                    && l.contains("outcome=retryable-failure")
+                    && l.contains("disposition_recorded=true")),
             "attempt {attempt}: {failing_lines:#?}"
         );
     }
-    assert!(seen(succeeding)[0].contains("outcome=success disposition=published disposition_recorded=true"));
+    assert!(
+        seen(succeeding)[0]
+            .contains("outcome=success disposition=published disposition_recorded=true")
+    );
     assert!(seen(permanent)[0].contains("outcome=permanent-failure disposition=dead-lettered"));
     host.stop().await;
 }
@@ -184,10 +260,21 @@ async fn a_failing_observer_changes_nothing_for_the_entry() {
     for _ in 0..20 {
         db.publish(entry("NOOP", "x")).await;
     }
-    wait_until("every row is published", SETTLE, || async { count(&db, "PUBLISHED").await == 20 }).await;
-    let attempts = log_capture::lines_of(&recorder).iter().filter(|l| l.contains("publish-completed")).count();
-    assert_eq!(attempts, 20, "the trapping observer was still called for every attempt");
-    let rows: i64 = db.scalar("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED' AND attempt = 0").await;
+    wait_until("every row is published", SETTLE, || async {
+        count(&db, "PUBLISHED").await == 20
+    })
+    .await;
+    let attempts = log_capture::lines_of(&recorder)
+        .iter()
+        .filter(|l| l.contains("publish-completed"))
+        .count();
+    assert_eq!(
+        attempts, 20,
+        "the trapping observer was still called for every attempt"
+    );
+    let rows: i64 = db
+        .scalar("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED' AND attempt = 0")
+        .await;
     assert_eq!(rows, 20, "no entry was retried because of the observer");
     host.stop().await;
 }
@@ -198,7 +285,10 @@ async fn median_pickup_ms(db: &TestDb, rows: usize) -> f64 {
     let mut latencies = Vec::new();
     for _ in 0..rows {
         let id = db.publish(entry("NOOP", "x")).await;
-        wait_until("the row is published", SETTLE, || async { db.state_of(id).await == "PUBLISHED" }).await;
+        wait_until("the row is published", SETTLE, || async {
+            db.state_of(id).await == "PUBLISHED"
+        })
+        .await;
         let ms: f64 = db
             .scalar(&format!(
                 "SELECT (EXTRACT(EPOCH FROM published_at - created_at) * 1000)::float8 FROM {{outbox}} WHERE id = {id}"
@@ -219,8 +309,14 @@ async fn with_listen_notify_a_new_row_is_picked_up_in_under_50_ms() {
     config.relay.strategy = Strategy::ListenNotify;
     config.relay.polling_interval_ms = 1000;
     let host = TestHost::start(&config).await;
-    let listener = format!("{LISTENER_APPLICATION_NAME} {}", config.relay.node_id.clone().unwrap());
-    wait_until("the host listens", SETTLE, || async { listener_pid(&db, &listener).await.is_some() }).await;
+    let listener = format!(
+        "{LISTENER_APPLICATION_NAME} {}",
+        config.relay.node_id.clone().unwrap()
+    );
+    wait_until("the host listens", SETTLE, || async {
+        listener_pid(&db, &listener).await.is_some()
+    })
+    .await;
     let p50 = median_pickup_ms(&db, 21).await;
     assert!(p50 < 50.0, "p50 pickup {p50:.1} ms");
     host.stop().await;
@@ -236,16 +332,21 @@ async fn with_polling_at_one_second_a_new_row_waits_for_the_poll() {
     config.relay.polling_interval_ms = 1000;
     let host = TestHost::start(&config).await;
     let p50 = median_pickup_ms(&db, 5).await;
-    assert!(p50 >= 50.0, "p50 pickup {p50:.1} ms: polling should not be this quick");
+    assert!(
+        p50 >= 50.0,
+        "p50 pickup {p50:.1} ms: polling should not be this quick"
+    );
     host.stop().await;
 }
 
 async fn listener_pid(db: &TestDb, application_name: &str) -> Option<i32> {
-    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'")
-        .bind(application_name)
-        .fetch_optional(&db.pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+    )
+    .bind(application_name)
+    .fetch_optional(&db.pool)
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -257,23 +358,43 @@ async fn a_lost_listen_connection_falls_back_to_polling_then_listens_again() {
     let node = config.relay.node_id.clone().unwrap();
     let listener = format!("{LISTENER_APPLICATION_NAME} {node}");
     let host = TestHost::start(&config).await;
-    wait_until("the host listens", SETTLE, || async { listener_pid(&db, &listener).await.is_some() }).await;
+    wait_until("the host listens", SETTLE, || async {
+        listener_pid(&db, &listener).await.is_some()
+    })
+    .await;
     let first = listener_pid(&db, &listener).await.unwrap();
-    let terminated: bool =
-        sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(first).fetch_one(&db.pool).await.unwrap();
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(first)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert!(terminated);
     let lost = format!(" node={node} ");
     wait_until("the host logs the fallback to polling", SETTLE, || async {
-        log_capture::lines_with(&lost).iter().any(|l| l.contains("falling back to polling"))
+        log_capture::lines_with(&lost)
+            .iter()
+            .any(|l| l.contains("falling back to polling"))
     })
     .await;
     let id = db.publish(entry("NOOP", "x")).await;
-    wait_until("a row is still delivered", SETTLE, || async { db.state_of(id).await == "PUBLISHED" }).await;
-    wait_until("the host listens again on a new connection", SETTLE, || async {
-        listener_pid(&db, &listener).await.is_some_and(|pid| pid != first)
+    wait_until("a row is still delivered", SETTLE, || async {
+        db.state_of(id).await == "PUBLISHED"
     })
     .await;
-    let connected = log_capture::lines_with(&lost).iter().filter(|l| l.contains("LISTEN connected")).count();
+    wait_until(
+        "the host listens again on a new connection",
+        SETTLE,
+        || async {
+            listener_pid(&db, &listener)
+                .await
+                .is_some_and(|pid| pid != first)
+        },
+    )
+    .await;
+    let connected = log_capture::lines_with(&lost)
+        .iter()
+        .filter(|l| l.contains("LISTEN connected"))
+        .count();
     assert!(connected >= 2, "the reconnection is logged");
     host.stop().await;
 }
@@ -287,25 +408,45 @@ async fn two_hosts_on_one_database_never_publish_a_row_twice() {
     first.relay.node_id = Some(format!("{}-a", db.schema));
     let mut second = first.clone();
     second.relay.node_id = Some(format!("{}-b", db.schema));
-    let (a, b) = (TestHost::start(&first).await, TestHost::start(&second).await);
+    let (a, b) = (
+        TestHost::start(&first).await,
+        TestHost::start(&second).await,
+    );
     let mut tx = db.pool.begin().await.unwrap();
     for seq in 0..1000 {
         let e = webhook_entry(&stub, &format!("agg-{}", seq % 20), seq);
         db.outbox().publish(&mut tx, e).await.unwrap();
     }
     for seq in 1000..1500 {
-        let e = OutboxEntry::new("test.event", "WEBHOOK", stub.url("/hook"), serde_json::json!({"seq": seq}));
+        let e = OutboxEntry::new(
+            "test.event",
+            "WEBHOOK",
+            stub.url("/hook"),
+            serde_json::json!({"seq": seq}),
+        );
         db.outbox().publish(&mut tx, e).await.unwrap();
     }
     tx.commit().await.unwrap();
-    wait_until("all rows are published", Duration::from_secs(90), || async { count(&db, "PUBLISHED").await == 1500 }).await;
+    wait_until(
+        "all rows are published",
+        Duration::from_secs(90),
+        || async { count(&db, "PUBLISHED").await == 1500 },
+    )
+    .await;
     let mut deliveries: HashMap<String, usize> = HashMap::new();
     for request in stub.requests() {
-        *deliveries.entry(request.header("idempotency-key").unwrap().to_owned()).or_default() += 1;
+        *deliveries
+            .entry(request.header("idempotency-key").unwrap().to_owned())
+            .or_default() += 1;
     }
     assert_eq!(deliveries.len(), 1500);
-    assert!(deliveries.values().all(|&n| n == 1), "a row was published twice");
-    let claimers: i64 = db.scalar("SELECT count(DISTINCT claimed_by) FROM {outbox}").await;
+    assert!(
+        deliveries.values().all(|&n| n == 1),
+        "a row was published twice"
+    );
+    let claimers: i64 = db
+        .scalar("SELECT count(DISTINCT claimed_by) FROM {outbox}")
+        .await;
     assert_eq!(claimers, 2, "both hosts took part");
     a.stop().await;
     b.stop().await;

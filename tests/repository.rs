@@ -2,7 +2,9 @@
 //! retention. Each test runs in a schema of its own.
 
 use chrono::{Duration as Delta, Utc};
-use outbox_host::repository::{ClaimScope, ClaimScopeFailure, Mark, RelayCapabilities, RepositoryError};
+use outbox_host::repository::{
+    ClaimScope, ClaimScopeFailure, Mark, RelayCapabilities, RepositoryError,
+};
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -11,7 +13,9 @@ const NODE: &str = "node-a-0";
 const OTHER: &str = "node-b-0";
 
 fn all(types: &[&str]) -> RelayCapabilities {
-    types.iter().fold(RelayCapabilities::new(), |caps, t| caps.with(*t, ClaimScope::All))
+    types.iter().fold(RelayCapabilities::new(), |caps, t| {
+        caps.with(*t, ClaimScope::All)
+    })
 }
 
 fn destinations(destination_type: &str, targets: &[&str]) -> RelayCapabilities {
@@ -23,7 +27,9 @@ fn ids(records: &[outbox_host::repository::OutboxRecord]) -> Vec<i64> {
     records.iter().map(|r| r.id).collect()
 }
 
-fn scope_failure(result: Result<Vec<outbox_host::repository::OutboxRecord>, RepositoryError>) -> ClaimScopeFailure {
+fn scope_failure(
+    result: Result<Vec<outbox_host::repository::OutboxRecord>, RepositoryError>,
+) -> ClaimScopeFailure {
     match result {
         Err(RepositoryError::ClaimScope(error)) => error.reason,
         other => panic!("expected a claim-scope error, got {other:?}"),
@@ -38,7 +44,11 @@ async fn all_scope_claims_every_row_of_its_type_only() {
     let a = db.publish(entry("A", "x")).await;
     let b = db.publish(entry("A", "y")).await;
     db.publish(entry("B", "x")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a, b]);
 }
 
@@ -47,7 +57,11 @@ async fn destinations_scope_claims_only_listed_destinations() {
     let db = TestDb::new().await;
     let listed = db.publish(entry("A", "x")).await;
     db.publish(entry("A", "y")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &destinations("A", &["x"])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &destinations("A", &["x"]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![listed]);
 }
 
@@ -65,7 +79,11 @@ async fn empty_destinations_scope_claims_nothing_of_its_type() {
 async fn no_scopes_claim_nothing() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &RelayCapabilities::new()).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &RelayCapabilities::new())
+        .await
+        .unwrap();
     assert!(claimed.is_empty());
 }
 
@@ -74,7 +92,13 @@ async fn only_empty_destination_scopes_claim_nothing() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
     let caps = destinations("A", &[]).with("B", ClaimScope::Destinations(vec![]));
-    assert!(db.repository().claim_batch(10, NODE, &caps).await.unwrap().is_empty());
+    assert!(
+        db.repository()
+            .claim_batch(10, NODE, &caps)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -84,7 +108,11 @@ async fn a_blank_target_fails_the_whole_cycle() {
     let caps = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
     let result = db.repository().claim_batch(10, NODE, &caps).await;
     assert_eq!(scope_failure(result), ClaimScopeFailure::BlankElement);
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'").await, 1);
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -95,7 +123,11 @@ async fn a_target_over_255_characters_fails_the_whole_cycle() {
     let caps = destinations("B", &[&long]).with("A", ClaimScope::All);
     let result = db.repository().claim_batch(10, NODE, &caps).await;
     assert_eq!(scope_failure(result), ClaimScopeFailure::ElementTooLong);
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'").await, 1);
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -103,7 +135,11 @@ async fn a_target_of_exactly_255_characters_is_accepted() {
     let db = TestDb::new().await;
     let long = "t".repeat(255);
     let id = db.publish(entry("A", &long)).await;
-    let claimed = db.repository().claim_batch(10, NODE, &destinations("A", &[&long])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &destinations("A", &[&long]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![id]);
 }
 
@@ -112,7 +148,9 @@ async fn more_than_10000_targets_fail_the_whole_cycle() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
     let targets: Vec<String> = (0..10_001).map(|i| format!("t{i}")).collect();
-    let caps = RelayCapabilities::new().with("B", ClaimScope::Destinations(targets)).with("A", ClaimScope::All);
+    let caps = RelayCapabilities::new()
+        .with("B", ClaimScope::Destinations(targets))
+        .with("A", ClaimScope::All);
     let result = db.repository().claim_batch(10, NODE, &caps).await;
     assert_eq!(scope_failure(result), ClaimScopeFailure::TooManyTargets);
 }
@@ -123,7 +161,10 @@ async fn exactly_10000_targets_are_accepted() {
     let id = db.publish(entry("A", "t9999")).await;
     let targets: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
     let caps = RelayCapabilities::new().with("A", ClaimScope::Destinations(targets));
-    assert_eq!(ids(&db.repository().claim_batch(10, NODE, &caps).await.unwrap()), vec![id]);
+    assert_eq!(
+        ids(&db.repository().claim_batch(10, NODE, &caps).await.unwrap()),
+        vec![id]
+    );
 }
 
 #[tokio::test]
@@ -139,10 +180,17 @@ async fn an_unavailable_scope_fails_the_whole_cycle() {
 async fn a_claim_scope_error_names_the_type_and_reason_but_never_a_target() {
     let db = TestDb::new().await;
     let secret = format!("tenant-secret-{}", "z".repeat(250));
-    let error = db.repository().claim_batch(10, NODE, &destinations("WEBHOOK", &[&secret])).await.unwrap_err();
+    let error = db
+        .repository()
+        .claim_batch(10, NODE, &destinations("WEBHOOK", &[&secret]))
+        .await
+        .unwrap_err();
     let message = error.to_string();
     assert!(message.contains("WEBHOOK"), "{message}");
-    assert!(message.contains("element exceeds maximum length of 255"), "{message}");
+    assert!(
+        message.contains("element exceeds maximum length of 255"),
+        "{message}"
+    );
     assert!(!message.contains("tenant-secret"), "{message}");
 }
 
@@ -151,7 +199,11 @@ async fn target_values_are_bound_not_spliced() {
     let db = TestDb::new().await;
     let hostile = "x') OR TRUE OR ('";
     db.publish(entry("A", "y")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &destinations("A", &[hostile])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &destinations("A", &[hostile]))
+        .await
+        .unwrap();
     assert!(claimed.is_empty());
 }
 
@@ -161,11 +213,21 @@ async fn target_values_are_bound_not_spliced() {
 async fn a_claim_marks_rows_processing_for_the_claimer() {
     let db = TestDb::new().await;
     let id = db.publish(entry("A", "x")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(claimed[0].claimed_by.as_deref(), Some(NODE));
     assert!(claimed[0].claimed_at.is_some());
     assert_eq!(db.state_of(id).await, "PROCESSING");
-    assert!(db.repository().claim_batch(10, OTHER, &all(&["A"])).await.unwrap().is_empty());
+    assert!(
+        db.repository()
+            .claim_batch(10, OTHER, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -175,16 +237,27 @@ async fn a_claim_takes_at_most_the_batch_size_oldest_first() {
     for _ in 0..5 {
         published.push(db.publish(entry("A", "x")).await);
     }
-    let claimed = db.repository().claim_batch(3, NODE, &all(&["A"])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(3, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), published[..3]);
 }
 
 #[tokio::test]
 async fn a_row_scheduled_in_the_future_waits() {
     let db = TestDb::new().await;
-    db.publish(entry("A", "x").scheduled_at(Utc::now() + Delta::hours(1))).await;
-    let due = db.publish(entry("A", "x").scheduled_at(Utc::now() - Delta::seconds(1))).await;
-    let claimed = db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    db.publish(entry("A", "x").scheduled_at(Utc::now() + Delta::hours(1)))
+        .await;
+    let due = db
+        .publish(entry("A", "x").scheduled_at(Utc::now() - Delta::seconds(1)))
+        .await;
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![due]);
 }
 
@@ -195,7 +268,11 @@ async fn a_row_available_in_the_future_waits() {
     later.available_at = Some(Utc::now() + Delta::hours(1));
     db.publish(later).await;
     let now = db.publish(entry("A", "x")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![now]);
 }
 
@@ -204,9 +281,18 @@ async fn rows_in_other_states_are_not_claimed() {
     let db = TestDb::new().await;
     for state in ["PUBLISHED", "DEAD_LETTER", "PROCESSING"] {
         let id = db.publish(entry("A", "x")).await;
-        db.execute(&format!("UPDATE {{outbox}} SET state = '{state}' WHERE id = {id}")).await;
+        db.execute(&format!(
+            "UPDATE {{outbox}} SET state = '{state}' WHERE id = {id}"
+        ))
+        .await;
     }
-    assert!(db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap().is_empty());
+    assert!(
+        db.repository()
+            .claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 // --- head-of-line ---------------------------------------------------------------------------------
@@ -217,10 +303,21 @@ async fn a_younger_sibling_waits_behind_its_processing_head() {
     let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
     let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
     let repo = db.repository();
-    assert_eq!(ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()), vec![head]);
-    assert!(repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap().is_empty());
+    assert_eq!(
+        ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()),
+        vec![head]
+    );
+    assert!(
+        repo.claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(repo.mark_published(head, NODE).await.unwrap());
-    assert_eq!(ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()), vec![sibling]);
+    assert_eq!(
+        ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()),
+        vec![sibling]
+    );
 }
 
 #[tokio::test]
@@ -231,7 +328,11 @@ async fn one_claim_takes_only_the_head_of_each_aggregate() {
     db.publish(entry("A", "x").aggregate("Order", "1")).await;
     db.publish(entry("A", "x").aggregate("Order", "2")).await;
     let free = db.publish(entry("A", "x")).await;
-    let claimed = db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![head_1, head_2, free]);
 }
 
@@ -242,8 +343,15 @@ async fn a_dead_lettered_head_no_longer_blocks() {
     let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
     let repo = db.repository();
     repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
-    assert!(repo.mark_dead_letter(head, NODE, "gone", Some("permanent")).await.unwrap());
-    assert_eq!(ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()), vec![sibling]);
+    assert!(
+        repo.mark_dead_letter(head, NODE, "gone", Some("permanent"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()),
+        vec![sibling]
+    );
 }
 
 #[tokio::test]
@@ -254,16 +362,32 @@ async fn a_head_in_retry_backoff_still_blocks() {
     let repo = db.repository();
     repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
     let later = Utc::now() + Delta::hours(1);
-    assert!(repo.mark_retry(head, NODE, 1, later, "boom", None).await.unwrap());
-    assert!(repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap().is_empty());
+    assert!(
+        repo.mark_retry(head, NODE, 1, later, "boom", None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        repo.claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn a_head_this_node_cannot_deliver_blocks_its_siblings() {
     let db = TestDb::new().await;
-    db.publish(entry("UNKNOWN", "x").aggregate("Order", "1")).await;
+    db.publish(entry("UNKNOWN", "x").aggregate("Order", "1"))
+        .await;
     db.publish(entry("A", "x").aggregate("Order", "1")).await;
-    assert!(db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap().is_empty());
+    assert!(
+        db.repository()
+            .claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 // --- concurrency ----------------------------------------------------------------------------------
@@ -301,7 +425,13 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
                     continue;
                 }
                 let marks: Vec<_> = batch.iter().map(|r| Mark::Published { id: r.id }).collect();
-                assert!(repo.mark_batch(name, &marks).await.unwrap().into_iter().all(|owned| owned));
+                assert!(
+                    repo.mark_batch(name, &marks)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .all(|owned| owned)
+                );
                 seen.extend(batch.into_iter().map(|r| r.id));
             }
         })
@@ -309,7 +439,10 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
     let (first, second) = tokio::join!(claimer("c1"), claimer("c2"));
     let (first, second) = (first.unwrap(), second.unwrap());
     let first_set: HashSet<i64> = first.iter().copied().collect();
-    assert!(second.iter().all(|id| !first_set.contains(id)), "a row was claimed twice");
+    assert!(
+        second.iter().all(|id| !first_set.contains(id)),
+        "a row was claimed twice"
+    );
     assert_eq!(first.len() + second.len(), 1000);
 }
 
@@ -351,14 +484,20 @@ async fn concurrent_claimers_keep_one_aggregate_in_order() {
     let order: Vec<i64> = all_claims.iter().map(|(id, _)| *id).collect();
     let mut sorted = order.clone();
     sorted.sort();
-    assert_eq!(order, sorted, "one aggregate's rows were claimed out of id order");
+    assert_eq!(
+        order, sorted,
+        "one aggregate's rows were claimed out of id order"
+    );
 }
 
 // --- marks ----------------------------------------------------------------------------------------
 
 async fn claimed_row(db: &TestDb) -> i64 {
     let id = db.publish(entry("A", "x")).await;
-    db.repository().claim_batch(1, NODE, &all(&["A"])).await.unwrap();
+    db.repository()
+        .claim_batch(1, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     id
 }
 
@@ -368,7 +507,10 @@ async fn mark_published_records_the_time_for_the_owner() {
     let id = claimed_row(&db).await;
     assert!(db.repository().mark_published(id, NODE).await.unwrap());
     let row = db.repository().find(id).await.unwrap().unwrap();
-    assert_eq!(row.state, Some(outbox_host::repository::OutboxState::Published));
+    assert_eq!(
+        row.state,
+        Some(outbox_host::repository::OutboxState::Published)
+    );
     assert!(row.published_at.is_some());
 }
 
@@ -385,7 +527,12 @@ async fn mark_retry_records_attempt_backoff_and_error_for_the_owner() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
     let at = Utc::now() + Delta::seconds(30);
-    assert!(db.repository().mark_retry(id, NODE, 1, at, "HTTP 503", Some("http_5xx")).await.unwrap());
+    assert!(
+        db.repository()
+            .mark_retry(id, NODE, 1, at, "HTTP 503", Some("http_5xx"))
+            .await
+            .unwrap()
+    );
     let row = db.repository().find(id).await.unwrap().unwrap();
     assert_eq!(db.state_of(id).await, "PENDING");
     assert_eq!(row.attempt, 1);
@@ -398,7 +545,12 @@ async fn mark_retry_records_attempt_backoff_and_error_for_the_owner() {
 async fn mark_retry_answers_false_for_a_row_another_node_owns() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    assert!(!db.repository().mark_retry(id, OTHER, 1, Utc::now(), "x", None).await.unwrap());
+    assert!(
+        !db.repository()
+            .mark_retry(id, OTHER, 1, Utc::now(), "x", None)
+            .await
+            .unwrap()
+    );
     assert_eq!(db.state_of(id).await, "PROCESSING");
 }
 
@@ -406,7 +558,12 @@ async fn mark_retry_answers_false_for_a_row_another_node_owns() {
 async fn mark_dead_letter_records_the_error_and_counts_the_attempt() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    assert!(db.repository().mark_dead_letter(id, NODE, "HTTP 404", Some("http_4xx")).await.unwrap());
+    assert!(
+        db.repository()
+            .mark_dead_letter(id, NODE, "HTTP 404", Some("http_4xx"))
+            .await
+            .unwrap()
+    );
     let row = db.repository().find(id).await.unwrap().unwrap();
     assert_eq!(db.state_of(id).await, "DEAD_LETTER");
     assert_eq!(row.attempt, 1);
@@ -418,7 +575,12 @@ async fn mark_dead_letter_records_the_error_and_counts_the_attempt() {
 async fn mark_dead_letter_answers_false_for_a_row_another_node_owns() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    assert!(!db.repository().mark_dead_letter(id, OTHER, "x", None).await.unwrap());
+    assert!(
+        !db.repository()
+            .mark_dead_letter(id, OTHER, "x", None)
+            .await
+            .unwrap()
+    );
     assert_eq!(db.state_of(id).await, "PROCESSING");
 }
 
@@ -426,7 +588,12 @@ async fn mark_dead_letter_answers_false_for_a_row_another_node_owns() {
 async fn mark_unresolvable_defers_without_spending_an_attempt() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    assert!(db.repository().mark_unresolvable(id, NODE, Duration::from_secs(60)).await.unwrap());
+    assert!(
+        db.repository()
+            .mark_unresolvable(id, NODE, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
     let row = db.repository().find(id).await.unwrap().unwrap();
     assert_eq!(db.state_of(id).await, "PENDING");
     assert_eq!(row.attempt, 0);
@@ -437,7 +604,12 @@ async fn mark_unresolvable_defers_without_spending_an_attempt() {
 async fn mark_unresolvable_answers_false_for_a_row_another_node_owns() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    assert!(!db.repository().mark_unresolvable(id, OTHER, Duration::from_secs(1)).await.unwrap());
+    assert!(
+        !db.repository()
+            .mark_unresolvable(id, OTHER, Duration::from_secs(1))
+            .await
+            .unwrap()
+    );
     assert_eq!(db.state_of(id).await, "PROCESSING");
 }
 
@@ -454,12 +626,15 @@ async fn a_batch_of_marks_answers_per_row() {
     let db = TestDb::new().await;
     let mine = claimed_row(&db).await;
     let theirs = db.publish(entry("A", "x")).await;
-    db.repository().claim_batch(1, OTHER, &all(&["A"])).await.unwrap();
-    let marks = [
-        Mark::Published { id: mine },
-        Mark::Published { id: theirs },
-    ];
-    assert_eq!(db.repository().mark_batch(NODE, &marks).await.unwrap(), vec![true, false]);
+    db.repository()
+        .claim_batch(1, OTHER, &all(&["A"]))
+        .await
+        .unwrap();
+    let marks = [Mark::Published { id: mine }, Mark::Published { id: theirs }];
+    assert_eq!(
+        db.repository().mark_batch(NODE, &marks).await.unwrap(),
+        vec![true, false]
+    );
 }
 
 #[tokio::test]
@@ -469,7 +644,10 @@ async fn mark_and_claim_claims_the_next_row_of_a_just_finished_aggregate() {
     let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
     let repo = db.repository();
     repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
-    let cycle = repo.mark_and_claim(NODE, &[Mark::Published { id: head }], 10, &all(&["A"])).await.unwrap();
+    let cycle = repo
+        .mark_and_claim(NODE, &[Mark::Published { id: head }], 10, &all(&["A"]))
+        .await
+        .unwrap();
     assert_eq!(cycle.owned, vec![true]);
     assert_eq!(ids(&cycle.claimed.unwrap()), vec![sibling]);
 }
@@ -480,11 +658,22 @@ async fn mark_and_claim_records_marks_even_when_a_claim_scope_fails() {
     let id = claimed_row(&db).await;
     db.publish(entry("A", "x")).await;
     let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
-    let cycle = db.repository().mark_and_claim(NODE, &[Mark::Published { id }], 10, &caps).await.unwrap();
+    let cycle = db
+        .repository()
+        .mark_and_claim(NODE, &[Mark::Published { id }], 10, &caps)
+        .await
+        .unwrap();
     assert_eq!(cycle.owned, vec![true]);
-    assert_eq!(cycle.claimed.unwrap_err().reason, ClaimScopeFailure::SupplierFailed);
+    assert_eq!(
+        cycle.claimed.unwrap_err().reason,
+        ClaimScopeFailure::SupplierFailed
+    );
     assert_eq!(db.state_of(id).await, "PUBLISHED");
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'").await, 1);
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'")
+            .await,
+        1
+    );
 }
 
 // --- lease recovery -------------------------------------------------------------------------------
@@ -494,25 +683,44 @@ async fn reclaim_stale_takes_only_rows_past_the_lease_and_keeps_their_attempt() 
     let db = TestDb::new().await;
     let stale = db.publish(entry("A", "x")).await;
     let fresh = db.publish(entry("A", "x")).await;
-    db.repository().claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    db.repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
     db.execute(&format!(
         "UPDATE {{outbox}} SET claimed_at = NOW() - INTERVAL '10 minutes', attempt = 3 WHERE id = {stale}"
     ))
     .await;
-    let reclaimed = db.repository().reclaim_stale(Duration::from_secs(60)).await.unwrap();
+    let reclaimed = db
+        .repository()
+        .reclaim_stale(Duration::from_secs(60))
+        .await
+        .unwrap();
     assert_eq!(reclaimed, 1);
     assert_eq!(db.state_of(stale).await, "PENDING");
     assert_eq!(db.state_of(fresh).await, "PROCESSING");
-    assert_eq!(db.repository().find(stale).await.unwrap().unwrap().attempt, 3);
+    assert_eq!(
+        db.repository().find(stale).await.unwrap().unwrap().attempt,
+        3
+    );
 }
 
 #[tokio::test]
 async fn the_old_owner_cannot_complete_a_reclaimed_row() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    db.execute(&format!("UPDATE {{outbox}} SET claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}")).await;
-    db.repository().reclaim_stale(Duration::from_secs(60)).await.unwrap();
-    db.repository().claim_batch(1, OTHER, &all(&["A"])).await.unwrap();
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
+    ))
+    .await;
+    db.repository()
+        .reclaim_stale(Duration::from_secs(60))
+        .await
+        .unwrap();
+    db.repository()
+        .claim_batch(1, OTHER, &all(&["A"]))
+        .await
+        .unwrap();
     assert!(!db.repository().mark_published(id, NODE).await.unwrap());
     assert!(db.repository().mark_published(id, OTHER).await.unwrap());
 }
@@ -537,8 +745,16 @@ async fn cleanup_published_deletes_only_rows_past_retention_in_batches() {
     rows_in_state(&db, "DEAD_LETTER", 2, "updated_at", "60 days").await;
     let report = db.repository().cleanup_published(7, 10).await.unwrap();
     assert_eq!((report.deleted, report.batches), (25, 3));
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'").await, 3);
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'DEAD_LETTER'").await, 2);
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'")
+            .await,
+        3
+    );
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'DEAD_LETTER'")
+            .await,
+        2
+    );
 }
 
 #[tokio::test]
@@ -549,8 +765,16 @@ async fn cleanup_dead_letter_deletes_only_rows_past_retention_in_batches() {
     rows_in_state(&db, "PUBLISHED", 2, "published_at", "90 days").await;
     let report = db.repository().cleanup_dead_letter(30, 5).await.unwrap();
     assert_eq!((report.deleted, report.batches), (12, 3));
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'DEAD_LETTER'").await, 2);
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'").await, 2);
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'DEAD_LETTER'")
+            .await,
+        2
+    );
+    assert_eq!(
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'")
+            .await,
+        2
+    );
 }
 
 #[tokio::test]
@@ -561,7 +785,8 @@ async fn cleanup_inbox_deletes_only_records_past_retention_in_batches() {
          SELECT 'old-' || i, 'src', NOW() - INTERVAL '31 days' FROM generate_series(1, 7) i",
     )
     .await;
-    db.execute("INSERT INTO {inbox} (message_id, source) VALUES ('new', 'src')").await;
+    db.execute("INSERT INTO {inbox} (message_id, source) VALUES ('new', 'src')")
+        .await;
     let report = db.repository().cleanup_inbox(30, 3).await.unwrap();
     assert_eq!((report.deleted, report.batches), (7, 3));
     assert_eq!(db.scalar::<i64>("SELECT count(*) FROM {inbox}").await, 1);

@@ -22,7 +22,10 @@ fn start_host(config: &std::path::Path) -> Child {
 }
 
 fn terminate(child: &Child) {
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -33,13 +36,19 @@ async fn exit_of(child: &mut Child) -> (Option<i32>, Duration) {
         if let Some(status) = child.try_wait().unwrap() {
             return (status.code(), started.elapsed());
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "the host did not exit");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the host did not exit"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
 async fn count(db: &TestDb, state: &str) -> i64 {
-    db.scalar(&format!("SELECT count(*) FROM {{outbox}} WHERE state = '{state}'")).await
+    db.scalar(&format!(
+        "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
+    ))
+    .await
 }
 
 #[tokio::test]
@@ -49,7 +58,10 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
     stub.set_delay(Duration::from_millis(1500));
     let dir = ScratchDir::new("shutdown");
     dir.add_plugin("webhook", plugins::WEBHOOK);
-    dir.add_manifest("webhook", &format!("[http]\nallowed_hosts = [\"{}\"]\n", stub.origin()));
+    dir.add_manifest(
+        "webhook",
+        &format!("[http]\nallowed_hosts = [\"{}\"]\n", stub.origin()),
+    );
     let config = dir.write(
         "host.conf",
         format!(
@@ -68,24 +80,44 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
     );
     let mut tx = db.pool.begin().await.unwrap();
     for seq in 0..300 {
-        let entry = OutboxEntry::new("test.event", "WEBHOOK", stub.url("/hook"), serde_json::json!({"seq": seq}))
-            .aggregate("Order", (seq % 30).to_string());
+        let entry = OutboxEntry::new(
+            "test.event",
+            "WEBHOOK",
+            stub.url("/hook"),
+            serde_json::json!({"seq": seq}),
+        )
+        .aggregate("Order", (seq % 30).to_string());
         db.outbox().publish(&mut tx, entry).await.unwrap();
     }
     tx.commit().await.unwrap();
 
     let mut host = start_host(&config);
-    wait_until("publishes are in flight", Duration::from_secs(30), || async { count(&db, "PROCESSING").await >= 20 }).await;
+    wait_until(
+        "publishes are in flight",
+        Duration::from_secs(30),
+        || async { count(&db, "PROCESSING").await >= 20 },
+    )
+    .await;
     terminate(&host);
     let (code, took) = exit_of(&mut host).await;
     assert_eq!(code, Some(0));
-    assert!(took < Duration::from_millis(GRACE_MS + 1500), "took {took:?} to exit");
-    assert!(count(&db, "PROCESSING").await > 0, "publishes still running at the deadline stay PROCESSING");
+    assert!(
+        took < Duration::from_millis(GRACE_MS + 1500),
+        "took {took:?} to exit"
+    );
+    assert!(
+        count(&db, "PROCESSING").await > 0,
+        "publishes still running at the deadline stay PROCESSING"
+    );
 
     stub.set_delay(Duration::ZERO);
     let mut restarted = start_host(&config);
-    wait_until("a restart finishes every row", Duration::from_secs(60), || async { count(&db, "PUBLISHED").await == 300 })
-        .await;
+    wait_until(
+        "a restart finishes every row",
+        Duration::from_secs(60),
+        || async { count(&db, "PUBLISHED").await == 300 },
+    )
+    .await;
     terminate(&restarted);
     assert_eq!(exit_of(&mut restarted).await.0, Some(0));
 }

@@ -40,7 +40,12 @@ pub struct DatabaseConfig {
 
 impl Default for DatabaseConfig {
     fn default() -> Self {
-        DatabaseConfig { url: None, schema: None, migrate: true, max_connections: 10 }
+        DatabaseConfig {
+            url: None,
+            schema: None,
+            migrate: true,
+            max_connections: 10,
+        }
     }
 }
 
@@ -57,13 +62,19 @@ pub struct PluginsConfig {
 
 impl Default for PluginsConfig {
     fn default() -> Self {
-        PluginsConfig { dir: PathBuf::from("./plugins"), cache_dir: None, max_instances: 1000 }
+        PluginsConfig {
+            dir: PathBuf::from("./plugins"),
+            cache_dir: None,
+            max_instances: 1000,
+        }
     }
 }
 
 impl PluginsConfig {
     pub fn cache_dir(&self) -> PathBuf {
-        self.cache_dir.clone().unwrap_or_else(|| self.dir.join(".cache"))
+        self.cache_dir
+            .clone()
+            .unwrap_or_else(|| self.dir.join(".cache"))
     }
 }
 
@@ -181,13 +192,17 @@ pub struct AdminConfig {
 
 impl Default for AdminConfig {
     fn default() -> Self {
-        AdminConfig { listen: "127.0.0.1:9464".to_owned() }
+        AdminConfig {
+            listen: "127.0.0.1:9464".to_owned(),
+        }
     }
 }
 
 impl AdminConfig {
     pub fn listen_addr(&self) -> SocketAddr {
-        self.listen.parse().expect("validated when the configuration was loaded")
+        self.listen
+            .parse()
+            .expect("validated when the configuration was loaded")
     }
 }
 
@@ -199,7 +214,9 @@ pub struct KafkaConfig {
 
 impl Default for KafkaConfig {
     fn default() -> Self {
-        KafkaConfig { bootstrap_servers: "127.0.0.1:9092".to_owned() }
+        KafkaConfig {
+            bootstrap_servers: "127.0.0.1:9092".to_owned(),
+        }
     }
 }
 
@@ -220,7 +237,10 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { format: LogFormat::Human, level: "info".to_owned() }
+        LogConfig {
+            format: LogFormat::Human,
+            level: "info".to_owned(),
+        }
     }
 }
 
@@ -228,7 +248,10 @@ impl Default for LogConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read configuration file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("configuration file {path} is not valid TOML: {message}")]
     Syntax { path: PathBuf, message: String },
     #[error("configuration key {key}: {message}")]
@@ -237,12 +260,24 @@ pub enum ConfigError {
 
 impl ConfigError {
     fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError::Key { key: key.into(), message: message.into() }
+        ConfigError::Key {
+            key: key.into(),
+            message: message.into(),
+        }
     }
 }
 
 /// The sections `OUTBOX_<SECTION>_<KEY>` may name.
-const SECTIONS: &[&str] = &["database", "plugins", "relay", "cleanup", "maintenance", "admin", "kafka", "log"];
+const SECTIONS: &[&str] = &[
+    "database",
+    "plugins",
+    "relay",
+    "cleanup",
+    "maintenance",
+    "admin",
+    "kafka",
+    "log",
+];
 const ENV_PREFIX: &str = "OUTBOX_";
 
 impl Config {
@@ -280,49 +315,75 @@ impl Config {
     }
 
     pub fn database_url(&self) -> &str {
-        self.database.url.as_deref().unwrap_or(database::DEFAULT_URL)
+        self.database
+            .url
+            .as_deref()
+            .unwrap_or(database::DEFAULT_URL)
     }
 
     /// The validated schema; `None` leaves every statement unqualified.
     pub fn schema(&self) -> Option<SchemaName> {
-        self.database.schema.as_deref().map(|name| SchemaName::parse(name).expect("validated on load"))
+        self.database
+            .schema
+            .as_deref()
+            .map(|name| SchemaName::parse(name).expect("validated on load"))
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
         if let Some(schema) = &self.database.schema {
-            SchemaName::parse(schema).map_err(|error| ConfigError::key("database.schema", error.to_string()))?;
+            SchemaName::parse(schema)
+                .map_err(|error| ConfigError::key("database.schema", error.to_string()))?;
         }
         database::connect_options(self.database_url())
             .map_err(|error| ConfigError::key("database.url", error.to_string()))?;
         let at_least_one = [
-            ("database.max_connections", u64::from(self.database.max_connections)),
-            ("plugins.max_instances", u64::from(self.plugins.max_instances)),
+            (
+                "database.max_connections",
+                u64::from(self.database.max_connections),
+            ),
+            (
+                "plugins.max_instances",
+                u64::from(self.plugins.max_instances),
+            ),
             ("relay.polling_interval_ms", self.relay.polling_interval_ms),
             ("relay.batch_size", u64::from(self.relay.batch_size)),
             ("relay.lease_timeout_ms", self.relay.lease_timeout_ms),
             ("relay.instances", u64::from(self.relay.instances)),
             ("relay.max_in_flight", u64::from(self.relay.max_in_flight)),
-            ("cleanup.cleanup_batch_size", u64::from(self.cleanup.cleanup_batch_size)),
+            (
+                "cleanup.cleanup_batch_size",
+                u64::from(self.cleanup.cleanup_batch_size),
+            ),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::key(*key, "must be at least 1"));
         }
         if self.relay.backoff_base_delay_ms > self.relay.backoff_max_delay_ms {
-            return Err(ConfigError::key("relay.backoff_base_delay_ms", "must not exceed relay.backoff_max_delay_ms"));
+            return Err(ConfigError::key(
+                "relay.backoff_base_delay_ms",
+                "must not exceed relay.backoff_max_delay_ms",
+            ));
         }
         if let Some(node_id) = &self.relay.node_id
             && (node_id.trim().is_empty() || node_id.len() > 200)
         {
-            return Err(ConfigError::key("relay.node_id", "must be 1 to 200 characters"));
+            return Err(ConfigError::key(
+                "relay.node_id",
+                "must be 1 to 200 characters",
+            ));
         }
         for (key, expression) in [
-            ("maintenance.stale_lease_recovery_cron", &self.maintenance.stale_lease_recovery_cron),
+            (
+                "maintenance.stale_lease_recovery_cron",
+                &self.maintenance.stale_lease_recovery_cron,
+            ),
             ("maintenance.cleanup_cron", &self.maintenance.cleanup_cron),
         ] {
             parse_cron(expression).map_err(|message| ConfigError::key(key, message))?;
         }
-        SocketAddr::from_str(&self.admin.listen)
-            .map_err(|_| ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464"))?;
+        SocketAddr::from_str(&self.admin.listen).map_err(|_| {
+            ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464")
+        })?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|error| ConfigError::key("log.level", error.to_string()))?;
         Ok(())
@@ -340,24 +401,42 @@ impl Config {
 pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
     let fields = expression.split_whitespace().count();
     if fields != 6 {
-        return Err(format!("must have 6 fields (seconds first), found {fields}"));
+        return Err(format!(
+            "must have 6 fields (seconds first), found {fields}"
+        ));
     }
-    cron::Schedule::from_str(expression).map_err(|error| format!("invalid cron expression: {error}"))
+    cron::Schedule::from_str(expression)
+        .map_err(|error| format!("invalid cron expression: {error}"))
 }
 
 fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-    toml::from_str(&text).map_err(|error| ConfigError::Syntax { path: path.to_owned(), message: error.message().to_owned() })
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|error| ConfigError::Syntax {
+        path: path.to_owned(),
+        message: error.message().to_owned(),
+    })
 }
 
 /// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size`. The value is read as a TOML literal when it
 /// is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging` needs no quotes.
-fn apply_env_override(table: &mut toml::Table, name: &str, rest: &str, value: &str) -> Result<(), ConfigError> {
+fn apply_env_override(
+    table: &mut toml::Table,
+    name: &str,
+    rest: &str,
+    value: &str,
+) -> Result<(), ConfigError> {
     let lower = rest.to_ascii_lowercase();
-    let Some((section, key)) = lower.split_once('_').filter(|(section, key)| SECTIONS.contains(section) && !key.is_empty())
+    let Some((section, key)) = lower
+        .split_once('_')
+        .filter(|(section, key)| SECTIONS.contains(section) && !key.is_empty())
     else {
-        return Err(ConfigError::key(name, "is not a known configuration key (OUTBOX_<SECTION>_<KEY>)"));
+        return Err(ConfigError::key(
+            name,
+            "is not a known configuration key (OUTBOX_<SECTION>_<KEY>)",
+        ));
     };
     let parsed = toml::from_str::<BTreeMap<String, toml::Value>>(&format!("v = {value}"))
         .ok()
@@ -426,9 +505,18 @@ mod tests {
 
     #[test]
     fn a_bad_value_is_named() {
-        assert_eq!(key_of(load("[relay]\nstrategy = \"PUSH\"\n", &[]).unwrap_err()), "relay.strategy");
-        assert_eq!(key_of(load("[relay]\nbatch_size = 0\n", &[]).unwrap_err()), "relay.batch_size");
-        assert_eq!(key_of(load("[database]\nschema = \"select\"\n", &[]).unwrap_err()), "database.schema");
+        assert_eq!(
+            key_of(load("[relay]\nstrategy = \"PUSH\"\n", &[]).unwrap_err()),
+            "relay.strategy"
+        );
+        assert_eq!(
+            key_of(load("[relay]\nbatch_size = 0\n", &[]).unwrap_err()),
+            "relay.batch_size"
+        );
+        assert_eq!(
+            key_of(load("[database]\nschema = \"select\"\n", &[]).unwrap_err()),
+            "database.schema"
+        );
         assert_eq!(
             key_of(load("[maintenance]\ncleanup_cron = \"0 */6 * * *\"\n", &[]).unwrap_err()),
             "maintenance.cleanup_cron"
@@ -439,7 +527,11 @@ mod tests {
     fn environment_overrides_the_file() {
         let config = load(
             "[relay]\nbatch_size = 5\n",
-            &[("OUTBOX_RELAY_BATCH_SIZE", "500"), ("OUTBOX_DATABASE_SCHEMA", "messaging"), ("OUTBOX_DATABASE_MIGRATE", "false")],
+            &[
+                ("OUTBOX_RELAY_BATCH_SIZE", "500"),
+                ("OUTBOX_DATABASE_SCHEMA", "messaging"),
+                ("OUTBOX_DATABASE_MIGRATE", "false"),
+            ],
         )
         .unwrap();
         assert_eq!(config.relay.batch_size, 500);
@@ -459,15 +551,26 @@ mod tests {
     fn database_url_comes_from_the_file_then_database_url_then_the_default() {
         let from_env = load("", &[("DATABASE_URL", "postgres://a@h/d")]).unwrap();
         assert_eq!(from_env.database_url(), "postgres://a@h/d");
-        let from_file = load("[database]\nurl = \"postgres://f@h/d\"\n", &[("DATABASE_URL", "postgres://a@h/d")]).unwrap();
+        let from_file = load(
+            "[database]\nurl = \"postgres://f@h/d\"\n",
+            &[("DATABASE_URL", "postgres://a@h/d")],
+        )
+        .unwrap();
         assert_eq!(from_file.database_url(), "postgres://f@h/d");
     }
 
     #[test]
     fn printing_masks_the_password() {
-        let config = load("[database]\nurl = \"postgres://app:hunter2@db:5432/x\"\n", &[]).unwrap();
+        let config = load(
+            "[database]\nurl = \"postgres://app:hunter2@db:5432/x\"\n",
+            &[],
+        )
+        .unwrap();
         let printed = config.to_masked_toml();
-        assert!(printed.contains("postgres://app:****@db:5432/x"), "{printed}");
+        assert!(
+            printed.contains("postgres://app:****@db:5432/x"),
+            "{printed}"
+        );
         assert!(!printed.contains("hunter2"));
     }
 }

@@ -4,11 +4,15 @@
 /// holds, so a row written for a plugin that is not deployed yet simply waits.
 pub fn validate(id: &str) -> Result<(), InvalidDestinationType> {
     let well_formed = (1..=32).contains(&id.len())
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if well_formed {
         Ok(())
     } else {
-        Err(InvalidDestinationType { shown: crate::text::sanitize(id, 32) })
+        Err(InvalidDestinationType {
+            shown: crate::text::sanitize(id, 32),
+        })
     }
 }
 

@@ -4,8 +4,8 @@
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
@@ -44,13 +44,17 @@ impl Default for Metrics {
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-    registry.register(Box::new(metric.clone())).expect("unique metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
     metric
 }
 
 fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     let metric = IntGauge::new(name, help).expect("valid metric");
-    registry.register(Box::new(metric.clone())).expect("unique metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
     metric
 }
 
@@ -59,60 +63,140 @@ impl Metrics {
         let registry = Registry::new();
         let by_type = &["destination_type"];
         let publish_duration = HistogramVec::new(
-            HistogramOpts::new("outbox_publish_duration_seconds", "Time from calling a handler's publish to its result")
-                .buckets(vec![0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            HistogramOpts::new(
+                "outbox_publish_duration_seconds",
+                "Time from calling a handler's publish to its result",
+            )
+            .buckets(vec![
+                0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
+                0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
             by_type,
         )
         .expect("valid metric");
-        registry.register(Box::new(publish_duration.clone())).expect("unique metric");
+        registry
+            .register(Box::new(publish_duration.clone()))
+            .expect("unique metric");
         let rows = IntGaugeVec::new(
-            Opts::new("outbox_rows", "Rows by state and destination type, sampled when scraped"),
+            Opts::new(
+                "outbox_rows",
+                "Rows by state and destination type, sampled when scraped",
+            ),
             &["state", "destination_type"],
         )
         .expect("valid metric");
-        registry.register(Box::new(rows.clone())).expect("unique metric");
+        registry
+            .register(Box::new(rows.clone()))
+            .expect("unique metric");
         let inner = Inner {
             claimed: counter(&registry, "outbox_claimed_total", "Rows claimed", by_type),
-            published: counter(&registry, "outbox_published_total", "Rows marked published", by_type),
-            retried: counter(&registry, "outbox_retried_total", "Rows scheduled for another attempt", by_type),
-            dead_lettered: counter(&registry, "outbox_dead_lettered_total", "Rows dead-lettered", by_type),
-            deferred: counter(&registry, "outbox_deferred_total", "Rows deferred (unresolvable or no handler)", by_type),
+            published: counter(
+                &registry,
+                "outbox_published_total",
+                "Rows marked published",
+                by_type,
+            ),
+            retried: counter(
+                &registry,
+                "outbox_retried_total",
+                "Rows scheduled for another attempt",
+                by_type,
+            ),
+            dead_lettered: counter(
+                &registry,
+                "outbox_dead_lettered_total",
+                "Rows dead-lettered",
+                by_type,
+            ),
+            deferred: counter(
+                &registry,
+                "outbox_deferred_total",
+                "Rows deferred (unresolvable or no handler)",
+                by_type,
+            ),
             publish_duration,
             in_flight: gauge(&registry, "outbox_in_flight", "Publishes in flight"),
             rows,
-            listening: gauge(&registry, "outbox_listen_connected", "1 while LISTEN is connected, 0 while polling only"),
-            cycle_failures: counter(&registry, "outbox_cycle_failures_total", "Relay cycles that failed, by reason", &["reason"]),
-            maintenance_runs: counter(&registry, "outbox_maintenance_runs_total", "Maintenance runs by job and result", &["job", "result"]),
-            maintenance_rows: counter(&registry, "outbox_maintenance_rows_total", "Rows reclaimed or deleted by maintenance", &["job", "table"]),
-            plugin_reloads: gauge_counter(&registry, "outbox_plugin_reloads_total", "Plugin directory reloads"),
-            plugin_reload_failures: gauge_counter(&registry, "outbox_plugin_reload_failures_total", "Plugin files that failed to load on a reload"),
+            listening: gauge(
+                &registry,
+                "outbox_listen_connected",
+                "1 while LISTEN is connected, 0 while polling only",
+            ),
+            cycle_failures: counter(
+                &registry,
+                "outbox_cycle_failures_total",
+                "Relay cycles that failed, by reason",
+                &["reason"],
+            ),
+            maintenance_runs: counter(
+                &registry,
+                "outbox_maintenance_runs_total",
+                "Maintenance runs by job and result",
+                &["job", "result"],
+            ),
+            maintenance_rows: counter(
+                &registry,
+                "outbox_maintenance_rows_total",
+                "Rows reclaimed or deleted by maintenance",
+                &["job", "table"],
+            ),
+            plugin_reloads: gauge_counter(
+                &registry,
+                "outbox_plugin_reloads_total",
+                "Plugin directory reloads",
+            ),
+            plugin_reload_failures: gauge_counter(
+                &registry,
+                "outbox_plugin_reload_failures_total",
+                "Plugin files that failed to load on a reload",
+            ),
             registry,
         };
-        Metrics { inner: Arc::new(inner) }
+        Metrics {
+            inner: Arc::new(inner),
+        }
     }
 
     pub fn claimed(&self, destination_type: &str) {
-        self.inner.claimed.with_label_values(&[destination_type]).inc();
+        self.inner
+            .claimed
+            .with_label_values(&[destination_type])
+            .inc();
     }
 
     pub fn published(&self, destination_type: &str) {
-        self.inner.published.with_label_values(&[destination_type]).inc();
+        self.inner
+            .published
+            .with_label_values(&[destination_type])
+            .inc();
     }
 
     pub fn retried(&self, destination_type: &str) {
-        self.inner.retried.with_label_values(&[destination_type]).inc();
+        self.inner
+            .retried
+            .with_label_values(&[destination_type])
+            .inc();
     }
 
     pub fn dead_lettered(&self, destination_type: &str) {
-        self.inner.dead_lettered.with_label_values(&[destination_type]).inc();
+        self.inner
+            .dead_lettered
+            .with_label_values(&[destination_type])
+            .inc();
     }
 
     pub fn deferred(&self, destination_type: &str) {
-        self.inner.deferred.with_label_values(&[destination_type]).inc();
+        self.inner
+            .deferred
+            .with_label_values(&[destination_type])
+            .inc();
     }
 
     pub fn publish_duration(&self, destination_type: &str, seconds: f64) {
-        self.inner.publish_duration.with_label_values(&[destination_type]).observe(seconds);
+        self.inner
+            .publish_duration
+            .with_label_values(&[destination_type])
+            .observe(seconds);
     }
 
     pub fn in_flight(&self, delta: i64) {
@@ -128,11 +212,17 @@ impl Metrics {
     }
 
     pub fn maintenance_run(&self, job: &str, ok: bool) {
-        self.inner.maintenance_runs.with_label_values(&[job, if ok { "ok" } else { "failed" }]).inc();
+        self.inner
+            .maintenance_runs
+            .with_label_values(&[job, if ok { "ok" } else { "failed" }])
+            .inc();
     }
 
     pub fn maintenance_rows(&self, job: &str, table: &str, rows: u64) {
-        self.inner.maintenance_rows.with_label_values(&[job, table]).inc_by(rows);
+        self.inner
+            .maintenance_rows
+            .with_label_values(&[job, table])
+            .inc_by(rows);
     }
 
     pub fn plugin_reload(&self, failures: u64) {
@@ -144,27 +234,39 @@ impl Metrics {
     pub fn set_rows(&self, counts: &[(String, String, i64)]) {
         self.inner.rows.reset();
         for (state, destination_type, count) in counts {
-            self.inner.rows.with_label_values(&[state, destination_type]).set(*count);
+            self.inner
+                .rows
+                .with_label_values(&[state, destination_type])
+                .set(*count);
         }
     }
 
     /// Reports per-plugin call counts and plugins by state from whatever set is current when scraped.
     pub fn watch_plugins(&self, plugins: watch::Receiver<Arc<PluginSet>>) {
-        let collector = PluginCollector { plugins: RwLock::new(plugins) };
-        self.inner.registry.register(Box::new(collector)).expect("registered once");
+        let collector = PluginCollector {
+            plugins: RwLock::new(plugins),
+        };
+        self.inner
+            .registry
+            .register(Box::new(collector))
+            .expect("registered once");
     }
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut buffer = Vec::new();
-        TextEncoder::new().encode(&self.inner.registry.gather(), &mut buffer).expect("text encoding cannot fail");
+        TextEncoder::new()
+            .encode(&self.inner.registry.gather(), &mut buffer)
+            .expect("text encoding cannot fail");
         String::from_utf8(buffer).expect("the text format is UTF-8")
     }
 }
 
 fn gauge_counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
     let metric = IntCounter::new(name, help).expect("valid metric");
-    registry.register(Box::new(metric.clone())).expect("unique metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
     metric
 }
 
@@ -182,19 +284,32 @@ impl Collector for PluginCollector {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let set = self.plugins.read().expect("not poisoned").borrow().clone();
-        let calls = IntCounterVec::new(Opts::new("outbox_plugin_calls_total", "Calls into each plugin"), &["plugin"])
-            .expect("valid metric");
+        let calls = IntCounterVec::new(
+            Opts::new("outbox_plugin_calls_total", "Calls into each plugin"),
+            &["plugin"],
+        )
+        .expect("valid metric");
         let errors = IntCounterVec::new(
-            Opts::new("outbox_plugin_call_errors_total", "Failed calls into each plugin, by error type"),
+            Opts::new(
+                "outbox_plugin_call_errors_total",
+                "Failed calls into each plugin, by error type",
+            ),
             &["plugin", "error_type"],
         )
         .expect("valid metric");
         let seconds = prometheus::CounterVec::new(
-            Opts::new("outbox_plugin_call_seconds_total", "Time spent in calls into each plugin"),
+            Opts::new(
+                "outbox_plugin_call_seconds_total",
+                "Time spent in calls into each plugin",
+            ),
             &["plugin"],
         )
         .expect("valid metric");
-        let states = IntGaugeVec::new(Opts::new("outbox_plugins", "Plugin files by state"), &["state"]).expect("valid metric");
+        let states = IntGaugeVec::new(
+            Opts::new("outbox_plugins", "Plugin files by state"),
+            &["state"],
+        )
+        .expect("valid metric");
         for state in ["loaded", "failed", "conflicting"] {
             states.with_label_values(&[state]).set(0);
         }
@@ -202,16 +317,30 @@ impl Collector for PluginCollector {
             states.with_label_values(&[status.state.as_str()]).inc();
         }
         let handlers = set.handlers().map(|h| (h.name().to_owned(), h.stats()));
-        let observers = set.observers().iter().map(|o| (o.name().to_owned(), o.stats()));
+        let observers = set
+            .observers()
+            .iter()
+            .map(|o| (o.name().to_owned(), o.stats()));
         for (name, stats) in handlers.chain(observers) {
             calls.with_label_values(&[&name]).inc_by(stats.calls);
-            seconds.with_label_values(&[&name]).inc_by(stats.total_duration.as_secs_f64());
-            for (error_type, count) in
-                [("timeout", stats.timeouts), ("trap", stats.traps), ("memory", stats.memory), ("instantiate", stats.instantiate)]
-            {
+            seconds
+                .with_label_values(&[&name])
+                .inc_by(stats.total_duration.as_secs_f64());
+            for (error_type, count) in [
+                ("timeout", stats.timeouts),
+                ("trap", stats.traps),
+                ("memory", stats.memory),
+                ("instantiate", stats.instantiate),
+            ] {
                 errors.with_label_values(&[&name, error_type]).inc_by(count);
             }
         }
-        [calls.collect(), errors.collect(), seconds.collect(), states.collect()].concat()
+        [
+            calls.collect(),
+            errors.collect(),
+            seconds.collect(),
+            states.collect(),
+        ]
+        .concat()
     }
 }

@@ -24,7 +24,10 @@ pub enum StartError {
     #[error(transparent)]
     Plugins(#[from] PluginError),
     #[error("cannot listen on admin.listen {addr}: {source}")]
-    AdminListen { addr: SocketAddr, source: std::io::Error },
+    AdminListen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// A started service. Dropping it does not stop it: call [`RunningService::stop`], or cancel its
@@ -58,10 +61,19 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let mut tasks = JoinSet::new();
 
     let addr = config.admin.listen_addr();
-    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::AdminListen { addr, source })?;
-    let admin_addr = listener.local_addr().map_err(|source| StartError::AdminListen { addr, source })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::AdminListen { addr, source })?;
+    let admin_addr = listener
+        .local_addr()
+        .map_err(|source| StartError::AdminListen { addr, source })?;
     let plugins_loaded = Arc::new(AtomicBool::new(false));
-    let admin_state = AdminState::new(repository.clone(), plugins.clone(), metrics.clone(), plugins_loaded.clone());
+    let admin_state = AdminState::new(
+        repository.clone(),
+        plugins.clone(),
+        metrics.clone(),
+        plugins_loaded.clone(),
+    );
     let admin_shutdown = shutdown.clone();
     tasks.spawn(async move {
         if let Err(error) = admin::serve(listener, admin_state, admin_shutdown).await {
@@ -82,7 +94,9 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         settings: Arc::new(RelaySettings::from_config(&config.relay)),
     };
     tasks.spawn(relay.run(shutdown.clone()));
-    tasks.spawn(Maintenance::from_config(repository.clone(), metrics.clone(), config).run(shutdown.clone()));
+    tasks.spawn(
+        Maintenance::from_config(repository.clone(), metrics.clone(), config).run(shutdown.clone()),
+    );
     // Keeps the plugin set's sender alive for the service's lifetime.
     tasks.spawn({
         let shutdown = shutdown.clone();
@@ -91,14 +105,22 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
             drop(plugins_tx);
         }
     });
-    Ok(RunningService { admin_addr, repository, plugins, shutdown, tasks })
+    Ok(RunningService {
+        admin_addr,
+        repository,
+        plugins,
+        shutdown,
+        tasks,
+    })
 }
 
 fn log_plugin_statuses(set: &PluginSet) {
     for status in set.statuses() {
         let file = status.file.display().to_string();
         match status.state {
-            PluginState::Loaded => tracing::info!(%file, destination_type = ?status.destination_type, "plugin loaded"),
+            PluginState::Loaded => {
+                tracing::info!(%file, destination_type = ?status.destination_type, "plugin loaded")
+            }
             PluginState::Failed => {
                 tracing::warn!(%file, error = status.last_error.as_deref().unwrap_or(""), "plugin not loaded; it claims nothing")
             }

@@ -3,7 +3,10 @@
 /// Replaces control characters with `?` and cuts to `max_chars` characters, so a hostile key or id
 /// cannot forge log lines or flood them.
 pub fn sanitize(text: &str, max_chars: usize) -> String {
-    text.chars().take(max_chars).map(|c| if c.is_control() { '?' } else { c }).collect()
+    text.chars()
+        .take(max_chars)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 #[cfg(test)]

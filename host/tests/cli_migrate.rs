@@ -44,7 +44,13 @@ async fn a_schema_from_the_config_file_receives_the_tables() {
     std::fs::write(&config, format!("[database]\nschema = \"{schema}\"\n")).unwrap();
     for _ in 0..2 {
         let status = outbox_host()
-            .args(["migrate", "--config", config.to_str().unwrap(), "--database-url", &database_url()])
+            .args([
+                "migrate",
+                "--config",
+                config.to_str().unwrap(),
+                "--database-url",
+                &database_url(),
+            ])
             .status()
             .unwrap();
         assert!(status.success());
@@ -58,6 +64,9 @@ async fn a_schema_from_the_config_file_receives_the_tables() {
     .await
     .unwrap();
     assert_eq!(tables, 2);
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE")).execute(&pool).await.unwrap();
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&pool)
+        .await
+        .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -36,14 +36,20 @@ impl Marking {
 #[tokio::main]
 async fn main() {
     println!("claim + mark-published, {ROWS} rows over {AGGREGATES} aggregates");
-    println!("{:<10} {:>6} {:>10} {:>12} {:>18}", "claimers", "batch", "loop", "rows/s", "vs two-step");
+    println!(
+        "{:<10} {:>6} {:>10} {:>12} {:>18}",
+        "claimers", "batch", "loop", "rows/s", "vs two-step"
+    );
     for claimers in [1, 2] {
         for batch in [50, 500] {
             let plain = drain(claimers, batch, Marking::TwoStep).await;
             let combined = drain(claimers, batch, Marking::Combined).await;
             for (marking, rate) in [(Marking::TwoStep, plain), (Marking::Combined, combined)] {
                 let label = marking.label();
-                println!("{claimers:<10} {batch:>6} {label:>10} {rate:>12.0} {:>17.2}x", rate / plain);
+                println!(
+                    "{claimers:<10} {batch:>6} {label:>10} {rate:>12.0} {:>17.2}x",
+                    rate / plain
+                );
             }
         }
     }
@@ -61,7 +67,17 @@ async fn drain(claimers: usize, batch: u32, marking: Marking) -> f64 {
             let repo = db.repository();
             let published = published.clone();
             let capabilities = capabilities.clone();
-            tokio::spawn(async move { claim_until_done(repo, format!("bench-{n}"), batch, marking, capabilities, published).await })
+            tokio::spawn(async move {
+                claim_until_done(
+                    repo,
+                    format!("bench-{n}"),
+                    batch,
+                    marking,
+                    capabilities,
+                    published,
+                )
+                .await
+            })
         })
         .collect();
     for task in tasks {
@@ -85,10 +101,15 @@ async fn claim_until_done(
         let rows = match marking {
             Marking::TwoStep => {
                 repo.mark_batch(&claimed_by, &marks).await.unwrap();
-                repo.claim_batch(batch, &claimed_by, &capabilities).await.unwrap()
+                repo.claim_batch(batch, &claimed_by, &capabilities)
+                    .await
+                    .unwrap()
             }
             Marking::Combined => {
-                let cycle = repo.mark_and_claim(&claimed_by, &marks, batch, &capabilities).await.unwrap();
+                let cycle = repo
+                    .mark_and_claim(&claimed_by, &marks, batch, &capabilities)
+                    .await
+                    .unwrap();
                 cycle.claimed.unwrap()
             }
         };
@@ -97,7 +118,10 @@ async fn claim_until_done(
             // Every head is in another claimer's hands: its marks make the next heads claimable.
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
-        marks = rows.iter().map(|row| Mark::Published { id: row.id }).collect();
+        marks = rows
+            .iter()
+            .map(|row| Mark::Published { id: row.id })
+            .collect();
     }
 }
 

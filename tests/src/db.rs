@@ -31,20 +31,33 @@ const PREFIX: &str = "t_";
 
 impl TestDb {
     pub async fn new() -> TestDb {
-        let admin = database::connect(options(), 2).await.expect("PostgreSQL is reachable");
+        let admin = database::connect(options(), 2)
+            .await
+            .expect("PostgreSQL is reachable");
         SWEPT.get_or_init(|| sweep_old_schemas(&admin)).await;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
         let name = format!(
             "{PREFIX}{now}_{}_{}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let schema = SchemaName::parse(&name).unwrap();
-        database::migrate(&options(), Some(&schema)).await.expect("migrations apply");
+        database::migrate(&options(), Some(&schema))
+            .await
+            .expect("migrations apply");
         admin.close().await;
-        let pool = database::connect(options(), 8).await.expect("PostgreSQL is reachable");
+        let pool = database::connect(options(), 8)
+            .await
+            .expect("PostgreSQL is reachable");
         let tables = Tables::new(Some(schema.clone()));
-        TestDb { pool, schema, tables }
+        TestDb {
+            pool,
+            schema,
+            tables,
+        }
     }
 
     pub fn repository(&self) -> OutboxRepository {
@@ -62,7 +75,11 @@ impl TestDb {
     /// Publishes one entry in a transaction of its own and returns its id.
     pub async fn publish(&self, entry: OutboxEntry) -> i64 {
         let mut tx = self.pool.begin().await.unwrap();
-        let id = self.outbox().publish(&mut tx, entry).await.expect("entry is valid");
+        let id = self
+            .outbox()
+            .publish(&mut tx, entry)
+            .await
+            .expect("entry is valid");
         tx.commit().await.unwrap();
         id
     }
@@ -70,7 +87,11 @@ impl TestDb {
     /// Runs one statement with `{outbox}` and `{inbox}` replaced by the qualified table names.
     pub async fn execute(&self, sql: &str) -> u64 {
         let sql = self.qualify(sql);
-        sqlx::query(&sql).execute(&self.pool).await.unwrap().rows_affected()
+        sqlx::query(&sql)
+            .execute(&self.pool)
+            .await
+            .unwrap()
+            .rows_affected()
     }
 
     /// One scalar from a statement with `{outbox}` and `{inbox}` replaced.
@@ -79,35 +100,56 @@ impl TestDb {
         T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
     {
         let sql = self.qualify(sql);
-        sqlx::query_scalar(&sql).fetch_one(&self.pool).await.unwrap()
+        sqlx::query_scalar(&sql)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
     }
 
     pub async fn state_of(&self, id: i64) -> String {
-        self.scalar(&format!("SELECT state FROM {{outbox}} WHERE id = {id}")).await
+        self.scalar(&format!("SELECT state FROM {{outbox}} WHERE id = {id}"))
+            .await
     }
 
     fn qualify(&self, sql: &str) -> String {
-        sql.replace("{outbox}", self.tables.outbox()).replace("{inbox}", self.tables.inbox())
+        sql.replace("{outbox}", self.tables.outbox())
+            .replace("{inbox}", self.tables.inbox())
     }
 }
 
 /// Schemas that earlier runs left behind: dropped once they are an hour old, so parallel runs keep theirs.
 async fn sweep_old_schemas(pool: &PgPool) {
-    let cutoff = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() - 3600;
-    let names: Vec<String> =
-        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 't\\_%\\_%\\_%'")
-            .fetch_all(pool)
-            .await
-            .unwrap_or_default();
+    let cutoff = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 3600;
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 't\\_%\\_%\\_%'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
     for name in names {
-        let created = name.trim_start_matches(PREFIX).split('_').next().and_then(|secs| secs.parse::<u64>().ok());
+        let created = name
+            .trim_start_matches(PREFIX)
+            .split('_')
+            .next()
+            .and_then(|secs| secs.parse::<u64>().ok());
         if created.is_some_and(|secs| secs < cutoff) {
-            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")).execute(pool).await;
+            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                .execute(pool)
+                .await;
         }
     }
 }
 
 /// An entry for `destination_type`/`destination` with a small payload.
 pub fn entry(destination_type: &str, destination: &str) -> OutboxEntry {
-    OutboxEntry::new("test.event", destination_type, destination, serde_json::json!({"n": 1}))
+    OutboxEntry::new(
+        "test.event",
+        destination_type,
+        destination,
+        serde_json::json!({"n": 1}),
+    )
 }

@@ -57,7 +57,10 @@ where
 {
     let deadline = Instant::now() + timeout;
     while !check().await {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

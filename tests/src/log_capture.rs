@@ -13,7 +13,9 @@ static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
 pub fn install() {
     LINES.get_or_init(|| {
         let printing = std::env::var("RUST_LOG").ok().map(|filter| {
-            tracing_subscriber::fmt::layer().with_test_writer().with_filter(EnvFilter::new(filter))
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(EnvFilter::new(filter))
         });
         let _ = tracing_subscriber::registry()
             .with(Capture.with_filter(EnvFilter::new("info")))
@@ -48,7 +50,10 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
         let mut line = Line::default();
         event.record(&mut line);
         if let Some(lines) = LINES.get() {
-            lines.lock().expect("not poisoned").push(format!("{} {}", line.message, line.fields));
+            lines
+                .lock()
+                .expect("not poisoned")
+                .push(format!("{} {}", line.message, line.fields));
         }
     }
 }

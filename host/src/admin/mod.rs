@@ -39,19 +39,31 @@ impl AdminState {
         metrics: Metrics,
         plugins_loaded: Arc<AtomicBool>,
     ) -> Self {
-        AdminState { repository, plugins, metrics, plugins_loaded, row_counts: Arc::new(row_counts::Sampler::default()) }
+        AdminState {
+            repository,
+            plugins,
+            metrics,
+            plugins_loaded,
+            row_counts: Arc::new(row_counts::Sampler::default()),
+        }
     }
 }
 
 /// Serves until `shutdown`.
-pub async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    state: AdminState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/plugins", get(plugins))
         .with_state(state);
-    axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
 }
 
 /// The process is up and serving.
@@ -62,18 +74,33 @@ async fn healthz() -> &'static str {
 /// Ready when the database answers and the plugins directory has been loaded.
 async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
     let ping = sqlx::query("SELECT 1").execute(state.repository.pool());
-    let database = matches!(tokio::time::timeout(DATABASE_CHECK_TIMEOUT, ping).await, Ok(Ok(_)));
+    let database = matches!(
+        tokio::time::timeout(DATABASE_CHECK_TIMEOUT, ping).await,
+        Ok(Ok(_))
+    );
     let plugins_loaded = state.plugins_loaded.load(Ordering::Acquire);
     match (database, plugins_loaded) {
         (true, true) => (StatusCode::OK, "ready\n"),
-        (false, _) => (StatusCode::SERVICE_UNAVAILABLE, "not ready: the database does not answer\n"),
-        (true, false) => (StatusCode::SERVICE_UNAVAILABLE, "not ready: the plugins are not loaded yet\n"),
+        (false, _) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the database does not answer\n",
+        ),
+        (true, false) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the plugins are not loaded yet\n",
+        ),
     }
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
-    state.row_counts.refresh(&state.repository, &state.metrics).await;
-    ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], state.metrics.render())
+    state
+        .row_counts
+        .refresh(&state.repository, &state.metrics)
+        .await;
+    (
+        [(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)],
+        state.metrics.render(),
+    )
 }
 
 async fn plugins(State(state): State<AdminState>) -> impl IntoResponse {

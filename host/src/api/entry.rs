@@ -58,7 +58,11 @@ impl OutboxEntry {
         }
     }
 
-    pub fn aggregate(mut self, aggregate_type: impl Into<String>, aggregate_id: impl Into<String>) -> Self {
+    pub fn aggregate(
+        mut self,
+        aggregate_type: impl Into<String>,
+        aggregate_id: impl Into<String>,
+    ) -> Self {
         self.aggregate_type = Some(aggregate_type.into());
         self.aggregate_id = Some(aggregate_id.into());
         self
@@ -95,7 +99,9 @@ impl OutboxEntry {
         if self.max_attempts == 0 || i32::try_from(self.max_attempts).is_err() {
             return Err(InvalidEntry::MaxAttempts);
         }
-        self.headers.iter().try_for_each(|(key, value)| validate_header(key, value))
+        self.headers
+            .iter()
+            .try_for_each(|(key, value)| validate_header(key, value))
     }
 }
 
@@ -108,7 +114,9 @@ fn required_column(field: &'static str, value: &str) -> Result<(), InvalidEntry>
 
 fn optional_column(field: &'static str, value: Option<&str>) -> Result<(), InvalidEntry> {
     match value {
-        Some(value) if value.chars().count() > MAX_COLUMN_CHARS => Err(InvalidEntry::TooLong { field }),
+        Some(value) if value.chars().count() > MAX_COLUMN_CHARS => {
+            Err(InvalidEntry::TooLong { field })
+        }
         _ => Ok(()),
     }
 }
@@ -119,7 +127,9 @@ fn validate_header(key: &str, value: &str) -> Result<(), InvalidEntry> {
         return Err(InvalidEntry::EmptyHeaderKey);
     }
     let prefix = RESERVED_HEADER_PREFIX.len();
-    if key.len() >= prefix && key.as_bytes()[..prefix].eq_ignore_ascii_case(RESERVED_HEADER_PREFIX.as_bytes()) {
+    if key.len() >= prefix
+        && key.as_bytes()[..prefix].eq_ignore_ascii_case(RESERVED_HEADER_PREFIX.as_bytes())
+    {
         return Err(InvalidEntry::ReservedHeader { key: shown() });
     }
     if key.contains('\0') || value.contains('\0') {

@@ -22,7 +22,9 @@ pub struct Inbox {
 
 impl Inbox {
     pub fn new(tables: Tables) -> Self {
-        Inbox { sql: Arc::new(Statements::new(tables)) }
+        Inbox {
+            sql: Arc::new(Statements::new(tables)),
+        }
     }
 
     /// Records the message on `tx`, then runs `work` on the same transaction only if it is new. A
@@ -38,7 +40,9 @@ impl Inbox {
     where
         E: From<PersistenceError>,
     {
-        let new = insert_inbox(tx, &self.sql, message_id, source).await.map_err(PersistenceError::from)?;
+        let new = insert_inbox(tx, &self.sql, message_id, source)
+            .await
+            .map_err(PersistenceError::from)?;
         if !new {
             return Ok(InboxResult::Duplicate);
         }

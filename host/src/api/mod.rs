@@ -22,7 +22,7 @@ mod inbox;
 mod outbox;
 mod persistence;
 
-pub use entry::{InvalidEntry, OutboxEntry, DEFAULT_MAX_ATTEMPTS, RESERVED_HEADER_PREFIX};
+pub use entry::{DEFAULT_MAX_ATTEMPTS, InvalidEntry, OutboxEntry, RESERVED_HEADER_PREFIX};
 pub use inbox::{Inbox, InboxResult};
 pub use outbox::{Outbox, PublishError};
 pub use persistence::PersistenceError;

@@ -22,14 +22,22 @@ pub struct Outbox {
 
 impl Outbox {
     pub fn new(tables: Tables) -> Self {
-        Outbox { sql: Arc::new(Statements::new(tables)) }
+        Outbox {
+            sql: Arc::new(Statements::new(tables)),
+        }
     }
 
     /// Validates the entry, gives it a fresh UUIDv7 carrier id and inserts it on `tx`; returns the
     /// row's id. The relay sees the row only once `tx` commits, and never if it rolls back.
-    pub async fn publish(&self, tx: &mut PgConnection, entry: OutboxEntry) -> Result<i64, PublishError> {
+    pub async fn publish(
+        &self,
+        tx: &mut PgConnection,
+        entry: OutboxEntry,
+    ) -> Result<i64, PublishError> {
         entry.validate()?;
         let carrier_id = uuid::Uuid::now_v7();
-        Ok(insert_outbox(tx, &self.sql, &entry, carrier_id).await.map_err(PersistenceError::from)?)
+        Ok(insert_outbox(tx, &self.sql, &entry, carrier_id)
+            .await
+            .map_err(PersistenceError::from)?)
     }
 }

@@ -59,8 +59,13 @@ pub enum ConfigCommand {
 /// Runs the parsed command line, printing reports to `out` and errors to `err`.
 pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     match cli.command {
-        Command::Migrate { config, database_url } => {
-            let Some(mut config) = load_config(config, err) else { return EXIT_USAGE };
+        Command::Migrate {
+            config,
+            database_url,
+        } => {
+            let Some(mut config) = load_config(config, err) else {
+                return EXIT_USAGE;
+            };
             if let Some(url) = database_url {
                 config.database.url = Some(url);
             }
@@ -68,12 +73,16 @@ pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             finish(migrate(&config).await, err)
         }
         Command::Run { config } => {
-            let Some(config) = load_config(config, err) else { return EXIT_USAGE };
+            let Some(config) = load_config(config, err) else {
+                return EXIT_USAGE;
+            };
             init_logging(&config);
             finish(serve(config).await, err)
         }
         Command::Config(ConfigCommand::Print { config }) => {
-            let Some(config) = load_config(config, err) else { return EXIT_USAGE };
+            let Some(config) = load_config(config, err) else {
+                return EXIT_USAGE;
+            };
             let _ = write!(out, "{}", config.to_masked_toml());
             EXIT_SUCCESS
         }
@@ -86,7 +95,9 @@ pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
 
 /// The configuration, or `None` after one line on `err` naming the offending key.
 fn load_config(file: Option<PathBuf>, err: &mut dyn Write) -> Option<Config> {
-    Config::load(file.as_deref()).map_err(|error| writeln!(err, "error: {error}")).ok()
+    Config::load(file.as_deref())
+        .map_err(|error| writeln!(err, "error: {error}"))
+        .ok()
 }
 
 fn finish(result: anyhow::Result<()>, err: &mut dyn Write) -> u8 {
@@ -103,7 +114,10 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
     let options = database::connect_options(config.database_url())?;
     let schema = config.schema();
     database::migrate(&options, schema.as_ref()).await?;
-    tracing::info!(schema = schema.as_ref().map(|s| s.as_str()).unwrap_or("(default)"), "migrations applied");
+    tracing::info!(
+        schema = schema.as_ref().map(|s| s.as_str()).unwrap_or("(default)"),
+        "migrations applied"
+    );
     Ok(())
 }
 
@@ -134,8 +148,11 @@ async fn wait_for_termination() {
 /// process takes effect.
 pub fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match config.log.format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

@@ -41,7 +41,11 @@ impl Tables {
             Some(schema) => format!("{schema}.{table}"),
             None => table.to_owned(),
         };
-        Tables { outbox: qualify("outbox"), inbox: qualify("inbox"), schema }
+        Tables {
+            outbox: qualify("outbox"),
+            inbox: qualify("inbox"),
+            schema,
+        }
     }
 
     pub fn schema(&self) -> Option<&SchemaName> {
@@ -71,7 +75,10 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, DatabaseError> {
 }
 
 /// A pool sized for the relay loops, the marks, maintenance and the admin endpoint.
-pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, DatabaseError> {
+pub async fn connect(
+    options: PgConnectOptions,
+    max_connections: u32,
+) -> Result<PgPool, DatabaseError> {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
@@ -82,12 +89,19 @@ pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<
 
 /// Applies every pending migration inside `schema` (created if missing), or the connection's default
 /// schema. Runs on a connection of its own, so the `search_path` it sets never leaks into a pool.
-pub async fn migrate(options: &PgConnectOptions, schema: Option<&SchemaName>) -> Result<(), DatabaseError> {
-    let mut conn = PgConnection::connect_with(options).await.map_err(DatabaseError::Connect)?;
+pub async fn migrate(
+    options: &PgConnectOptions,
+    schema: Option<&SchemaName>,
+) -> Result<(), DatabaseError> {
+    let mut conn = PgConnection::connect_with(options)
+        .await
+        .map_err(DatabaseError::Connect)?;
     if let Some(schema) = schema {
-        sqlx::raw_sql(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))
-            .execute(&mut conn)
-            .await?;
+        sqlx::raw_sql(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"
+        ))
+        .execute(&mut conn)
+        .await?;
     }
     MIGRATOR.run(&mut conn).await?;
     conn.close().await?;

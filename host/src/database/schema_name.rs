@@ -13,7 +13,9 @@ pub enum InvalidSchemaName {
     Empty,
     #[error("is longer than 63 bytes")]
     TooLong,
-    #[error("must start with a letter or underscore and contain only letters, digits and underscores")]
+    #[error(
+        "must start with a letter or underscore and contain only letters, digits and underscores"
+    )]
     NotAnIdentifier,
     #[error("is a reserved PostgreSQL key word")]
     Reserved,
@@ -24,18 +26,107 @@ pub enum InvalidSchemaName {
 /// Key words PostgreSQL reserves outright or allows only as function or type names: neither can name a
 /// schema unquoted (PostgreSQL 15 documentation, appendix C).
 const RESERVED: &[&str] = &[
-    "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "authorization",
-    "binary", "both", "case", "cast", "check", "collate", "collation", "column", "concurrently",
-    "constraint", "create", "cross", "current_catalog", "current_date", "current_role",
-    "current_schema", "current_time", "current_timestamp", "current_user", "default", "deferrable",
-    "desc", "distinct", "do", "else", "end", "except", "false", "fetch", "for", "foreign", "freeze",
-    "from", "full", "grant", "group", "having", "ilike", "in", "initially", "inner", "intersect",
-    "into", "is", "isnull", "join", "lateral", "leading", "left", "like", "limit", "localtime",
-    "localtimestamp", "natural", "not", "notnull", "null", "offset", "on", "only", "or", "order",
-    "outer", "overlaps", "placing", "primary", "references", "returning", "right", "select",
-    "session_user", "similar", "some", "symmetric", "system_user", "table", "tablesample", "then",
-    "to", "trailing", "true", "union", "unique", "user", "using", "variadic", "verbose", "when",
-    "where", "window", "with",
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "binary",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "group",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "intersect",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "natural",
+    "not",
+    "notnull",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "outer",
+    "overlaps",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "right",
+    "select",
+    "session_user",
+    "similar",
+    "some",
+    "symmetric",
+    "system_user",
+    "table",
+    "tablesample",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
 ];
 
 impl SchemaName {
@@ -48,7 +139,9 @@ impl SchemaName {
             return Err(InvalidSchemaName::TooLong);
         }
         let mut chars = name.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
         if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(InvalidSchemaName::NotAnIdentifier);
         }
@@ -79,26 +172,42 @@ mod tests {
 
     #[test]
     fn accepts_a_plain_identifier_and_folds_it_to_lower_case() {
-        assert_eq!(SchemaName::parse("Messaging_2").unwrap().as_str(), "messaging_2");
+        assert_eq!(
+            SchemaName::parse("Messaging_2").unwrap().as_str(),
+            "messaging_2"
+        );
     }
 
     #[test]
     fn rejects_what_is_not_one_identifier() {
         for bad in ["2fast", "a-b", "a.b", "a b", "x;drop", "é", "\"quoted\""] {
-            assert_eq!(SchemaName::parse(bad), Err(InvalidSchemaName::NotAnIdentifier), "{bad}");
+            assert_eq!(
+                SchemaName::parse(bad),
+                Err(InvalidSchemaName::NotAnIdentifier),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn rejects_reserved_key_words_in_any_case() {
-        assert_eq!(SchemaName::parse("Select"), Err(InvalidSchemaName::Reserved));
+        assert_eq!(
+            SchemaName::parse("Select"),
+            Err(InvalidSchemaName::Reserved)
+        );
         assert_eq!(SchemaName::parse("user"), Err(InvalidSchemaName::Reserved));
     }
 
     #[test]
     fn rejects_empty_too_long_and_system_names() {
         assert_eq!(SchemaName::parse(""), Err(InvalidSchemaName::Empty));
-        assert_eq!(SchemaName::parse(&"a".repeat(64)), Err(InvalidSchemaName::TooLong));
-        assert_eq!(SchemaName::parse("pg_mine"), Err(InvalidSchemaName::SystemPrefix));
+        assert_eq!(
+            SchemaName::parse(&"a".repeat(64)),
+            Err(InvalidSchemaName::TooLong)
+        );
+        assert_eq!(
+            SchemaName::parse("pg_mine"),
+            Err(InvalidSchemaName::SystemPrefix)
+        );
     }
 }

@@ -23,9 +23,22 @@ impl From<&CleanupConfig> for CleanupSettings {
     }
 }
 
-pub(super) async fn run_once(repository: &OutboxRepository, settings: CleanupSettings) -> Result<JobReport, RepositoryError> {
-    let published = repository.cleanup_published(settings.published_retention_days, settings.batch_size).await?;
-    let dead_letter = repository.cleanup_dead_letter(settings.dead_letter_retention_days, settings.batch_size).await?;
-    let inbox = repository.cleanup_inbox(settings.inbox_retention_days, settings.batch_size).await?;
-    Ok(JobReport::Cleanup { published: published.deleted, dead_letter: dead_letter.deleted, inbox: inbox.deleted })
+pub(super) async fn run_once(
+    repository: &OutboxRepository,
+    settings: CleanupSettings,
+) -> Result<JobReport, RepositoryError> {
+    let published = repository
+        .cleanup_published(settings.published_retention_days, settings.batch_size)
+        .await?;
+    let dead_letter = repository
+        .cleanup_dead_letter(settings.dead_letter_retention_days, settings.batch_size)
+        .await?;
+    let inbox = repository
+        .cleanup_inbox(settings.inbox_retention_days, settings.batch_size)
+        .await?;
+    Ok(JobReport::Cleanup {
+        published: published.deleted,
+        dead_letter: dead_letter.deleted,
+        inbox: inbox.deleted,
+    })
 }

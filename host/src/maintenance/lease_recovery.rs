@@ -4,7 +4,10 @@ use super::JobReport;
 use crate::repository::{OutboxRepository, RepositoryError};
 use std::time::Duration;
 
-pub(super) async fn run_once(repository: &OutboxRepository, lease: Duration) -> Result<JobReport, RepositoryError> {
+pub(super) async fn run_once(
+    repository: &OutboxRepository,
+    lease: Duration,
+) -> Result<JobReport, RepositoryError> {
     let reclaimed = repository.reclaim_stale(lease).await?;
     Ok(JobReport::LeaseRecovery { reclaimed })
 }

@@ -26,12 +26,26 @@ pub struct Maintenance {
 
 impl Maintenance {
     pub fn from_config(repository: OutboxRepository, metrics: Metrics, config: &Config) -> Self {
-        let cron = |expression: &str| parse_cron(expression).expect("validated when the configuration was loaded");
+        let cron = |expression: &str| {
+            parse_cron(expression).expect("validated when the configuration was loaded")
+        };
         let jobs = vec![
-            (cron(&config.maintenance.stale_lease_recovery_cron), Job::LeaseRecovery { lease: config.relay.lease_timeout() }),
-            (cron(&config.maintenance.cleanup_cron), Job::Cleanup(CleanupSettings::from(&config.cleanup))),
+            (
+                cron(&config.maintenance.stale_lease_recovery_cron),
+                Job::LeaseRecovery {
+                    lease: config.relay.lease_timeout(),
+                },
+            ),
+            (
+                cron(&config.maintenance.cleanup_cron),
+                Job::Cleanup(CleanupSettings::from(&config.cleanup)),
+            ),
         ];
-        Maintenance { repository, metrics, jobs }
+        Maintenance {
+            repository,
+            metrics,
+            jobs,
+        }
     }
 
     /// Runs every job on its schedule until `shutdown`.
@@ -40,7 +54,13 @@ impl Maintenance {
             .jobs
             .into_iter()
             .map(|(cron, job)| {
-                tokio::spawn(schedule::run_on_schedule(cron, job, self.repository.clone(), self.metrics.clone(), shutdown.clone()))
+                tokio::spawn(schedule::run_on_schedule(
+                    cron,
+                    job,
+                    self.repository.clone(),
+                    self.metrics.clone(),
+                    shutdown.clone(),
+                ))
             })
             .collect();
         for task in tasks {

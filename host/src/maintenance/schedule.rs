@@ -18,8 +18,14 @@ pub enum Job {
 /// What one run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobReport {
-    LeaseRecovery { reclaimed: u64 },
-    Cleanup { published: u64, dead_letter: u64, inbox: u64 },
+    LeaseRecovery {
+        reclaimed: u64,
+    },
+    Cleanup {
+        published: u64,
+        dead_letter: u64,
+        inbox: u64,
+    },
 }
 
 impl Job {
@@ -30,7 +36,10 @@ impl Job {
         }
     }
 
-    pub async fn run_once(&self, repository: &OutboxRepository) -> Result<JobReport, RepositoryError> {
+    pub async fn run_once(
+        &self,
+        repository: &OutboxRepository,
+    ) -> Result<JobReport, RepositoryError> {
         match *self {
             Job::LeaseRecovery { lease } => lease_recovery::run_once(repository, lease).await,
             Job::Cleanup(settings) => cleanup::run_once(repository, settings).await,
@@ -40,7 +49,11 @@ impl Job {
     /// One lock per job and schema: nodes of one deployment take turns, other deployments sharing the
     /// database are not held up.
     fn lock_key(&self, repository: &OutboxRepository) -> i64 {
-        let schema = repository.tables().schema().map(|s| s.as_str()).unwrap_or("");
+        let schema = repository
+            .tables()
+            .schema()
+            .map(|s| s.as_str())
+            .unwrap_or("");
         let digest = Sha256::digest(format!("outbox-host maintenance/{schema}/{}", self.name()));
         i64::from_be_bytes(digest[..8].try_into().expect("eight bytes"))
     }
@@ -65,7 +78,10 @@ pub(super) async fn run_on_schedule(
                 record(&metrics, &report);
                 tracing::info!(job = job.name(), ?report, "maintenance run finished");
             }
-            Ok(None) => tracing::debug!(job = job.name(), "another node holds the maintenance lock; run skipped"),
+            Ok(None) => tracing::debug!(
+                job = job.name(),
+                "another node holds the maintenance lock; run skipped"
+            ),
             Err(error) => {
                 metrics.maintenance_run(job.name(), false);
                 tracing::warn!(job = job.name(), %error, "maintenance run failed; the next run tries again");
@@ -75,15 +91,26 @@ pub(super) async fn run_on_schedule(
 }
 
 /// Runs the job while holding its session advisory lock, or answers `None` if another node holds it.
-async fn run_locked(job: &Job, repository: &OutboxRepository) -> Result<Option<JobReport>, RepositoryError> {
+async fn run_locked(
+    job: &Job,
+    repository: &OutboxRepository,
+) -> Result<Option<JobReport>, RepositoryError> {
     let key = job.lock_key(repository);
     let mut lock_holder = repository.pool().acquire().await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *lock_holder).await?;
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(key)
+        .fetch_one(&mut *lock_holder)
+        .await?;
     if !locked {
         return Ok(None);
     }
     let result = job.run_once(repository).await;
-    if sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&mut *lock_holder).await.is_err() {
+    if sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(key)
+        .execute(&mut *lock_holder)
+        .await
+        .is_err()
+    {
         // The session would keep the lock if it went back to the pool: close it instead.
         drop(lock_holder.detach());
     }
@@ -92,8 +119,14 @@ async fn run_locked(job: &Job, repository: &OutboxRepository) -> Result<Option<J
 
 fn record(metrics: &Metrics, report: &JobReport) {
     match *report {
-        JobReport::LeaseRecovery { reclaimed } => metrics.maintenance_rows("stale_lease_recovery", "outbox", reclaimed),
-        JobReport::Cleanup { published, dead_letter, inbox } => {
+        JobReport::LeaseRecovery { reclaimed } => {
+            metrics.maintenance_rows("stale_lease_recovery", "outbox", reclaimed)
+        }
+        JobReport::Cleanup {
+            published,
+            dead_letter,
+            inbox,
+        } => {
             metrics.maintenance_rows("cleanup", "outbox_published", published);
             metrics.maintenance_rows("cleanup", "outbox_dead_letter", dead_letter);
             metrics.maintenance_rows("cleanup", "inbox", inbox);

@@ -48,8 +48,8 @@ pub enum LoadError {
     CapabilityOutsideWorld { capability: &'static str },
     #[error("cannot be linked against the host: {0}")]
     Link(String),
-    #[error("declares destination type {0:?}, which does not match ^[A-Za-z0-9_-]{{1,32}}$")]
-    DestinationType(String),
+    #[error("declares an {0}")]
+    DestinationType(#[from] crate::destination_type::InvalidDestinationType),
     #[error("`{function}` failed while loading: {source}")]
     Call {
         function: &'static str,

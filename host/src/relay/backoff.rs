@@ -17,7 +17,10 @@ impl Backoff {
 
     /// The delay after attempt number `attempt` (0 for the first) failed.
     pub fn delay(&self, attempt: u32) -> Duration {
-        let full = self.base.saturating_mul(2u32.saturating_pow(attempt)).min(self.max);
+        let full = self
+            .base
+            .saturating_mul(2u32.saturating_pow(attempt))
+            .min(self.max);
         full.mul_f64(1.0 - fastrand::f64() * 0.2)
     }
 }

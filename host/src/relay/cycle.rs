@@ -40,7 +40,12 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// A claim-scope failure repeats every turn; it is logged when it changes, and then this often.
 const SCOPE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
-pub(super) async fn run_loop(relay: Relay, claimed_by: String, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub(super) async fn run_loop(
+    relay: Relay,
+    claimed_by: String,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
     let mut state = LoopState::new(relay, claimed_by);
     let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -69,7 +74,9 @@ pub(super) async fn run_loop(relay: Relay, claimed_by: String, wake: Arc<Notify>
             Err(()) => {
                 failures += 1;
                 again = true;
-                let pause = RETRY_FIRST.saturating_mul(1 << failures.min(16)).min(state.relay.settings.polling_interval);
+                let pause = RETRY_FIRST
+                    .saturating_mul(1 << failures.min(16))
+                    .min(state.relay.settings.polling_interval);
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = tokio::time::sleep(pause) => {}
@@ -113,13 +120,20 @@ impl LoopState {
         let (id, attempted, elapsed) = match joined {
             Ok((id, (attempted, elapsed))) => (id, attempted, elapsed),
             Err(error) => {
-                let attempted = Attempted::Retryable { message: "the publish task failed".into(), error_type: Some("panic".into()) };
+                let attempted = Attempted::Retryable {
+                    message: "the publish task failed".into(),
+                    error_type: Some("panic".into()),
+                };
                 (error.id(), attempted, Duration::ZERO)
             }
         };
         if let Some(flight) = self.flights.remove(&id) {
             self.relay.metrics.in_flight(-1);
-            self.landed.push(Landed { flight, attempted, elapsed });
+            self.landed.push(Landed {
+                flight,
+                attempted,
+                elapsed,
+            });
         }
     }
 
@@ -129,17 +143,40 @@ impl LoopState {
     async fn turn(&mut self, claiming: bool) -> Result<bool, ()> {
         let settings = self.relay.settings.clone();
         let free = (settings.max_in_flight as usize).saturating_sub(self.flights.len());
-        let batch = if claiming { settings.batch_size.min(u32::try_from(free).unwrap_or(u32::MAX)) } else { 0 };
+        let batch = if claiming {
+            settings
+                .batch_size
+                .min(u32::try_from(free).unwrap_or(u32::MAX))
+        } else {
+            0
+        };
         let plugins = self.relay.plugins.borrow().clone();
-        let capabilities = if batch > 0 { capabilities::ask(&plugins).await } else { RelayCapabilities::new() };
+        let capabilities = if batch > 0 {
+            capabilities::ask(&plugins).await
+        } else {
+            RelayCapabilities::new()
+        };
         let now = Utc::now();
         let landed = std::mem::take(&mut self.landed);
         let decisions: Vec<Decision> = landed
             .iter()
-            .map(|l| decide(l.flight.id, l.flight.attempt, l.flight.max_attempts, l.attempted.clone(), &settings, now))
+            .map(|l| {
+                decide(
+                    l.flight.id,
+                    l.flight.attempt,
+                    l.flight.max_attempts,
+                    l.attempted.clone(),
+                    &settings,
+                    now,
+                )
+            })
             .collect();
         let marks: Vec<Mark> = decisions.iter().map(|d| d.mark.clone()).collect();
-        let result = self.relay.repository.mark_and_claim(&self.claimed_by, &marks, batch, &capabilities).await;
+        let result = self
+            .relay
+            .repository
+            .mark_and_claim(&self.claimed_by, &marks, batch, &capabilities)
+            .await;
         let (owned, claimed) = match result {
             Ok(cycle) => (cycle.owned, Some(cycle.claimed)),
             Err(error) => {
@@ -171,7 +208,8 @@ impl LoopState {
         for row in rows {
             self.relay.metrics.claimed(&row.destination_type);
             let id = row.id;
-            let (destination_type, destination) = (row.destination_type.clone(), row.destination.clone());
+            let (destination_type, destination) =
+                (row.destination_type.clone(), row.destination.clone());
             match envelope::build(row) {
                 Ok(envelope) => {
                     let envelope = Arc::new(envelope);
@@ -190,9 +228,23 @@ impl LoopState {
                 }
                 Err(invalid) => {
                     tracing::warn!(entry_id = id, error = %invalid, "dead-lettering a row that cannot be relayed");
-                    let flight = Flight { id, destination_type, destination, attempt: 0, max_attempts: 0, envelope: None };
-                    let attempted = Attempted::Permanent { message: invalid.to_string(), error_type: Some("invalid_row".into()) };
-                    self.landed.push(Landed { flight, attempted, elapsed: Duration::ZERO });
+                    let flight = Flight {
+                        id,
+                        destination_type,
+                        destination,
+                        attempt: 0,
+                        max_attempts: 0,
+                        envelope: None,
+                    };
+                    let attempted = Attempted::Permanent {
+                        message: invalid.to_string(),
+                        error_type: Some("invalid_row".into()),
+                    };
+                    self.landed.push(Landed {
+                        flight,
+                        attempted,
+                        elapsed: Duration::ZERO,
+                    });
                 }
             }
         }
@@ -215,7 +267,9 @@ impl LoopState {
             if !matches!(landed.attempted, Attempted::NoHandler) {
                 metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
             }
-            let Some(envelope) = flight.envelope else { continue };
+            let Some(envelope) = flight.envelope else {
+                continue;
+            };
             let event = PublishCompleted {
                 entry_id: flight.id,
                 destination_type: flight.destination_type,
@@ -264,17 +318,23 @@ impl LoopState {
             self.relay.metrics.in_flight(-(abandoned as i64));
         }
         if !self.landed.is_empty() && self.turn(false).await.is_err() {
-            tracing::warn!("recording outcomes at shutdown failed; those rows stay PROCESSING until lease recovery");
+            tracing::warn!(
+                "recording outcomes at shutdown failed; those rows stay PROCESSING until lease recovery"
+            );
         }
-        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
+        let remaining = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .max(Duration::from_millis(100));
         self.observers.finish(remaining).await;
     }
 }
 
-
 /// One publish, timed from the call to its result. No handler means the type lost its plugin after
 /// the claim: the row is deferred.
-async fn publish(handler: Option<Arc<HandlerPlugin>>, envelope: Arc<Envelope>) -> (Attempted, Duration) {
+async fn publish(
+    handler: Option<Arc<HandlerPlugin>>,
+    envelope: Arc<Envelope>,
+) -> (Attempted, Duration) {
     let Some(handler) = handler else {
         return (Attempted::NoHandler, Duration::ZERO);
     };

@@ -7,7 +7,9 @@ use serde_json::{Map, Value, json};
 
 /// A row whose attempt counters cannot be represented; it is dead-lettered rather than retried for ever.
 #[derive(Debug, thiserror::Error)]
-#[error("the row's attempt counters are out of range (attempt {attempt}, max_attempts {max_attempts})")]
+#[error(
+    "the row's attempt counters are out of range (attempt {attempt}, max_attempts {max_attempts})"
+)]
 pub(super) struct InvalidRow {
     attempt: i32,
     max_attempts: i32,
@@ -16,7 +18,10 @@ pub(super) struct InvalidRow {
 /// Builds the envelope, consuming the row. Headers stay application-only; the relay's control facts
 /// go to `metadata.delivery.outbox`, beside the stored `metadata.context`.
 pub(super) fn build(row: OutboxRecord) -> Result<Envelope, InvalidRow> {
-    let invalid = || InvalidRow { attempt: row.attempt, max_attempts: row.max_attempts };
+    let invalid = || InvalidRow {
+        attempt: row.attempt,
+        max_attempts: row.max_attempts,
+    };
     let attempt = u32::try_from(row.attempt).map_err(|_| invalid())?;
     let max_attempts = u32::try_from(row.max_attempts).map_err(|_| invalid())?;
     let metadata = project_metadata(&row, attempt, max_attempts);
@@ -101,12 +106,18 @@ mod tests {
     #[test]
     fn relay_control_goes_to_metadata_beside_the_context_never_to_headers() {
         let envelope = build(row(r#"{"context":{"locale":"fr"}}"#)).unwrap();
-        assert_eq!(envelope.headers, vec![("traceparent".to_owned(), "00-x".to_owned())]);
+        assert_eq!(
+            envelope.headers,
+            vec![("traceparent".to_owned(), "00-x".to_owned())]
+        );
         let metadata: Value = serde_json::from_str(&envelope.metadata).unwrap();
         assert_eq!(metadata["context"], json!({"locale": "fr"}));
         assert_eq!(metadata["delivery"]["outbox"]["entry_id"], json!(7));
         assert_eq!(metadata["delivery"]["outbox"]["attempt"], json!(2));
-        assert_eq!(metadata["delivery"]["outbox"]["message_id"], json!(envelope.carrier_id));
+        assert_eq!(
+            metadata["delivery"]["outbox"]["message_id"],
+            json!(envelope.carrier_id)
+        );
     }
 
     #[test]

@@ -78,13 +78,24 @@ impl Relay {
         let wakeups = wakeup::Wakeups::new(self.settings.instances as usize);
         let listener = (self.settings.strategy == Strategy::ListenNotify).then(|| {
             let pool = self.repository.pool().clone();
-            tokio::spawn(wakeup::listen(pool, self.settings.node_id.clone(), wakeups.clone(), self.metrics.clone(), shutdown.clone()))
+            tokio::spawn(wakeup::listen(
+                pool,
+                self.settings.node_id.clone(),
+                wakeups.clone(),
+                self.metrics.clone(),
+                shutdown.clone(),
+            ))
         });
         let loops: Vec<_> = (0..self.settings.instances)
             .map(|index| {
                 let claimed_by = format!("{}-{index}", self.settings.node_id);
                 let wake = wakeups.get(index as usize);
-                tokio::spawn(cycle::run_loop(self.clone(), claimed_by, wake, shutdown.clone()))
+                tokio::spawn(cycle::run_loop(
+                    self.clone(),
+                    claimed_by,
+                    wake,
+                    shutdown.clone(),
+                ))
             })
             .collect();
         for relay_loop in loops {

@@ -23,7 +23,10 @@ pub(super) struct ObserverFeed {
 impl ObserverFeed {
     pub fn start(plugins: watch::Receiver<Arc<PluginSet>>) -> Self {
         let (sender, receiver) = mpsc::channel(QUEUE);
-        ObserverFeed { sender, task: tokio::spawn(notify_all(plugins, receiver)) }
+        ObserverFeed {
+            sender,
+            task: tokio::spawn(notify_all(plugins, receiver)),
+        }
     }
 
     pub async fn send(&self, event: PublishCompleted, envelope: Arc<Envelope>) {
@@ -48,8 +51,12 @@ async fn notify_all(
     while let Some((event, envelope)) = queue.recv().await {
         let set = plugins.borrow().clone();
         for observer in set.observers() {
-            let Err(error) = observer.on_publish_completed(&event, &envelope).await else { continue };
-            let (last_logged, since) = failures.entry(observer.name().to_owned()).or_insert((Instant::now(), 0));
+            let Err(error) = observer.on_publish_completed(&event, &envelope).await else {
+                continue;
+            };
+            let (last_logged, since) = failures
+                .entry(observer.name().to_owned())
+                .or_insert((Instant::now(), 0));
             *since += 1;
             if *since == 1 || last_logged.elapsed() >= FAILURE_LOG_INTERVAL {
                 tracing::warn!(

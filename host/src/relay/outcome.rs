@@ -14,8 +14,14 @@ const MAX_ERROR_TYPE_CHARS: usize = 500;
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Attempted {
     Success,
-    Retryable { message: String, error_type: Option<String> },
-    Permanent { message: String, error_type: Option<String> },
+    Retryable {
+        message: String,
+        error_type: Option<String>,
+    },
+    Permanent {
+        message: String,
+        error_type: Option<String>,
+    },
     Unresolvable,
     /// No loaded handler serves the row's destination type (a reload raced the claim).
     NoHandler,
@@ -26,14 +32,19 @@ impl Attempted {
     pub fn from_call(result: Result<PublishResult, CallError>) -> Self {
         match result {
             Ok(PublishResult::Success) => Attempted::Success,
-            Ok(PublishResult::Retryable(failure)) => {
-                Attempted::Retryable { message: failure.message, error_type: failure.error_type }
-            }
-            Ok(PublishResult::Permanent(failure)) => {
-                Attempted::Permanent { message: failure.message, error_type: failure.error_type }
-            }
+            Ok(PublishResult::Retryable(failure)) => Attempted::Retryable {
+                message: failure.message,
+                error_type: failure.error_type,
+            },
+            Ok(PublishResult::Permanent(failure)) => Attempted::Permanent {
+                message: failure.message,
+                error_type: failure.error_type,
+            },
             Ok(PublishResult::Unresolvable(_)) => Attempted::Unresolvable,
-            Err(error) => Attempted::Retryable { message: error.to_string(), error_type: Some(error.error_type().to_owned()) },
+            Err(error) => Attempted::Retryable {
+                message: error.to_string(),
+                error_type: Some(error.error_type().to_owned()),
+            },
         }
     }
 }
@@ -67,13 +78,20 @@ pub(super) fn decide(
             next_attempt_at: None,
             error_type: None,
         },
-        Attempted::Retryable { message, error_type } => {
+        Attempted::Retryable {
+            message,
+            error_type,
+        } => {
             let error_type = error_type.map(|t| cut(&t, MAX_ERROR_TYPE_CHARS));
             let last_error = cut(&message, MAX_ERROR_CHARS);
             let new_attempt = attempt.saturating_add(1);
             if new_attempt >= max_attempts {
                 return Decision {
-                    mark: Mark::DeadLetter { id, last_error, error_type: error_type.clone() },
+                    mark: Mark::DeadLetter {
+                        id,
+                        last_error,
+                        error_type: error_type.clone(),
+                    },
                     outcome: PublishOutcome::RetryableFailure,
                     disposition: EntryDisposition::DeadLettered,
                     next_attempt_at: None,
@@ -95,10 +113,17 @@ pub(super) fn decide(
                 error_type,
             }
         }
-        Attempted::Permanent { message, error_type } => {
+        Attempted::Permanent {
+            message,
+            error_type,
+        } => {
             let error_type = error_type.map(|t| cut(&t, MAX_ERROR_TYPE_CHARS));
             Decision {
-                mark: Mark::DeadLetter { id, last_error: cut(&message, MAX_ERROR_CHARS), error_type: error_type.clone() },
+                mark: Mark::DeadLetter {
+                    id,
+                    last_error: cut(&message, MAX_ERROR_CHARS),
+                    error_type: error_type.clone(),
+                },
                 outcome: PublishOutcome::PermanentFailure,
                 disposition: EntryDisposition::DeadLettered,
                 next_attempt_at: None,
@@ -106,7 +131,10 @@ pub(super) fn decide(
             }
         }
         Attempted::Unresolvable | Attempted::NoHandler => Decision {
-            mark: Mark::Unresolvable { id, delay: settings.unresolvable_delay },
+            mark: Mark::Unresolvable {
+                id,
+                delay: settings.unresolvable_delay,
+            },
             outcome: PublishOutcome::Unresolvable,
             disposition: EntryDisposition::Deferred,
             next_attempt_at: Some(now + settings.unresolvable_delay),
@@ -129,7 +157,10 @@ mod tests {
     }
 
     fn retryable() -> Attempted {
-        Attempted::Retryable { message: "HTTP 503".into(), error_type: Some("http_5xx".into()) }
+        Attempted::Retryable {
+            message: "HTTP 503".into(),
+            error_type: Some("http_5xx".into()),
+        }
     }
 
     #[test]
@@ -143,7 +174,14 @@ mod tests {
     fn a_retryable_failure_schedules_the_next_attempt_with_backoff() {
         let now = Utc::now();
         let decision = decide(1, 2, 20, retryable(), &settings(), now);
-        let Mark::Retry { new_attempt, available_at, .. } = decision.mark else { panic!("expected a retry") };
+        let Mark::Retry {
+            new_attempt,
+            available_at,
+            ..
+        } = decision.mark
+        else {
+            panic!("expected a retry")
+        };
         assert_eq!(new_attempt, 3);
         let delay = (available_at - now).num_milliseconds();
         assert!((3200..=4000).contains(&delay), "{delay}");
@@ -161,7 +199,10 @@ mod tests {
 
     #[test]
     fn a_permanent_failure_dead_letters_at_once() {
-        let attempted = Attempted::Permanent { message: "HTTP 404".into(), error_type: None };
+        let attempted = Attempted::Permanent {
+            message: "HTTP 404".into(),
+            error_type: None,
+        };
         let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
         assert!(matches!(decision.mark, Mark::DeadLetter { .. }));
         assert_eq!(decision.disposition, EntryDisposition::DeadLettered);
@@ -187,7 +228,10 @@ mod tests {
 
     #[test]
     fn a_long_error_type_is_cut_to_the_column() {
-        let attempted = Attempted::Permanent { message: "x".into(), error_type: Some("t".repeat(900)) };
+        let attempted = Attempted::Permanent {
+            message: "x".into(),
+            error_type: Some("t".repeat(900)),
+        };
         let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
         assert_eq!(decision.error_type.unwrap().len(), 500);
     }

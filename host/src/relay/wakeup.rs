@@ -27,7 +27,9 @@ pub(super) struct Wakeups {
 
 impl Wakeups {
     pub fn new(loops: usize) -> Self {
-        Wakeups { loops: Arc::new((0..loops).map(|_| Arc::new(Notify::new())).collect()) }
+        Wakeups {
+            loops: Arc::new((0..loops).map(|_| Arc::new(Notify::new())).collect()),
+        }
     }
 
     pub fn get(&self, index: usize) -> Arc<Notify> {
@@ -40,10 +42,22 @@ impl Wakeups {
 }
 
 /// Listens until `shutdown`, reconnecting with backoff whenever the connection is lost.
-pub(super) async fn listen(pool: PgPool, node_id: String, wakeups: Wakeups, metrics: Metrics, shutdown: CancellationToken) {
+pub(super) async fn listen(
+    pool: PgPool,
+    node_id: String,
+    wakeups: Wakeups,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
     let application_name = format!("{LISTENER_APPLICATION_NAME} {node_id}");
-    let options = pool.connect_options().as_ref().clone().application_name(&application_name);
-    let listen_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+    let options = pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .application_name(&application_name);
+    let listen_pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(options);
     let mut delay = RECONNECT_FIRST;
     let mut was_listening = false;
     loop {

@@ -2,7 +2,10 @@
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::record_marks;
-use super::{ClaimScopeError, Mark, OutboxRecord, OutboxRepository, RelayCapabilities, RepositoryError, Statements};
+use super::{
+    ClaimScopeError, Mark, OutboxRecord, OutboxRepository, RelayCapabilities, RepositoryError,
+    Statements,
+};
 use sqlx::PgConnection;
 
 /// The result of [`OutboxRepository::mark_and_claim`]: the marks' owner answers, and the claim.
@@ -44,7 +47,10 @@ impl OutboxRepository {
         let filter = eligibility(capabilities, 3);
         let claims_nothing = batch_size == 0 || matches!(filter, Ok(Eligibility::Nothing) | Err(_));
         if claims_nothing && marks.is_empty() {
-            return Ok(MarkAndClaim { owned: Vec::new(), claimed: filter.map(|_| Vec::new()) });
+            return Ok(MarkAndClaim {
+                owned: Vec::new(),
+                claimed: filter.map(|_| Vec::new()),
+            });
         }
         let mut tx = self.pool.begin().await?;
         let owned = record_marks(&mut tx, &self.sql, claimed_by, marks).await?;
@@ -69,7 +75,9 @@ async fn claim(
     claimed_by: &str,
 ) -> Result<Vec<OutboxRecord>, sqlx::Error> {
     let sql = statements.claim_template.replace("{eligibility}", filter);
-    let mut query = sqlx::query_as::<_, OutboxRecord>(&sql).bind(i64::from(batch_size)).bind(claimed_by);
+    let mut query = sqlx::query_as::<_, OutboxRecord>(&sql)
+        .bind(i64::from(batch_size))
+        .bind(claimed_by);
     for bind in binds {
         query = match bind {
             Bind::Text(value) => query.bind(value),

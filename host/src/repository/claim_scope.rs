@@ -42,14 +42,18 @@ impl RelayCapabilities {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ClaimScope)> {
-        self.by_type.iter().map(|(destination_type, scope)| (destination_type.as_str(), scope))
+        self.by_type
+            .iter()
+            .map(|(destination_type, scope)| (destination_type.as_str(), scope))
     }
 }
 
 /// A misbehaving claim scope. It names the destination type and the reason only, never a target
 /// value, so target ids cannot reach logs; the whole cycle claims nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("claim scope of destination type {destination_type} {reason}; this claim cycle claims nothing")]
+#[error(
+    "claim scope of destination type {destination_type} {reason}; this claim cycle claims nothing"
+)]
 pub struct ClaimScopeError {
     pub destination_type: String,
     pub reason: ClaimScopeFailure,
@@ -84,7 +88,10 @@ pub(super) fn eligibility(
     let mut predicates = Vec::new();
     let mut binds = Vec::new();
     for (destination_type, scope) in capabilities.iter() {
-        let fail = |reason| ClaimScopeError { destination_type: destination_type.to_owned(), reason };
+        let fail = |reason| ClaimScopeError {
+            destination_type: destination_type.to_owned(),
+            reason,
+        };
         let param = first_param + binds.len();
         match scope {
             ClaimScope::All => {
@@ -109,7 +116,10 @@ pub(super) fn eligibility(
     if predicates.is_empty() {
         return Ok(Eligibility::Nothing);
     }
-    Ok(Eligibility::Filter { sql: predicates.join(" OR "), binds })
+    Ok(Eligibility::Filter {
+        sql: predicates.join(" OR "),
+        binds,
+    })
 }
 
 /// The claim filter, or the knowledge that it is `FALSE`, in which case no statement needs to run.
@@ -144,7 +154,10 @@ mod tests {
 
     #[test]
     fn no_scopes_claim_nothing() {
-        assert_eq!(eligibility(&RelayCapabilities::new(), 3).unwrap(), Eligibility::Nothing);
+        assert_eq!(
+            eligibility(&RelayCapabilities::new(), 3).unwrap(),
+            Eligibility::Nothing
+        );
     }
 
     #[test]
@@ -166,7 +179,9 @@ mod tests {
 
     #[test]
     fn only_empty_destination_sets_claim_nothing() {
-        let capabilities = RelayCapabilities::new().with("A", targets(&[])).with("B", targets(&[]));
+        let capabilities = RelayCapabilities::new()
+            .with("A", targets(&[]))
+            .with("B", targets(&[]));
         assert_eq!(eligibility(&capabilities, 3).unwrap(), Eligibility::Nothing);
     }
 
@@ -177,7 +192,10 @@ mod tests {
         let error = eligibility(&capabilities, 3).unwrap_err();
         assert_eq!(error.reason, ClaimScopeFailure::ElementTooLong);
         let message = error.to_string();
-        assert!(message.contains("WEBHOOK") && message.contains("element exceeds maximum length of 255"));
+        assert!(
+            message.contains("WEBHOOK")
+                && message.contains("element exceeds maximum length of 255")
+        );
         assert!(!message.contains("sss"));
     }
 }

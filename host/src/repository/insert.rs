@@ -13,7 +13,7 @@ pub(crate) async fn insert_outbox(
     entry: &OutboxEntry,
     carrier_id: Uuid,
 ) -> Result<i64, sqlx::Error> {
-    let headers = (!entry.headers.is_empty()).then(|| Json(&entry.headers));
+    let headers = (!entry.headers.is_empty()).then_some(Json(&entry.headers));
     let metadata = match &entry.context {
         Some(context) => serde_json::json!({ "context": context }),
         None => serde_json::json!({}),
@@ -43,6 +43,10 @@ pub(crate) async fn insert_inbox(
     message_id: &str,
     source: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(&sql.insert_inbox).bind(message_id).bind(source).execute(conn).await?;
+    let done = sqlx::query(&sql.insert_inbox)
+        .bind(message_id)
+        .bind(source)
+        .execute(conn)
+        .await?;
     Ok(done.rows_affected() == 1)
 }

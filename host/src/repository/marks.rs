@@ -10,12 +10,27 @@ use std::time::Duration;
 /// The next state of one claimed row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mark {
-    Published { id: i64 },
+    Published {
+        id: i64,
+    },
     /// Back to PENDING with the incremented attempt, not before `available_at`.
-    Retry { id: i64, new_attempt: i32, available_at: DateTime<Utc>, last_error: String, error_type: Option<String> },
-    DeadLetter { id: i64, last_error: String, error_type: Option<String> },
+    Retry {
+        id: i64,
+        new_attempt: i32,
+        available_at: DateTime<Utc>,
+        last_error: String,
+        error_type: Option<String>,
+    },
+    DeadLetter {
+        id: i64,
+        last_error: String,
+        error_type: Option<String>,
+    },
     /// Back to PENDING after `delay` (database clock), attempt unchanged.
-    Unresolvable { id: i64, delay: Duration },
+    Unresolvable {
+        id: i64,
+        delay: Duration,
+    },
 }
 
 impl Mark {
@@ -46,15 +61,37 @@ impl Columns {
     fn push(&mut self, mark: &Mark) {
         let (state, attempt, at, delay, error) = match mark {
             Mark::Published { .. } => ("PUBLISHED", None, None, None, None),
-            Mark::Retry { new_attempt, available_at, last_error, error_type, .. } => {
-                ("PENDING", Some(*new_attempt), Some(*available_at), None, Some((last_error, error_type)))
-            }
-            Mark::DeadLetter { last_error, error_type, .. } => {
-                ("DEAD_LETTER", None, None, None, Some((last_error, error_type)))
-            }
-            Mark::Unresolvable { delay, .. } => {
-                ("PENDING", None, None, Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)), None)
-            }
+            Mark::Retry {
+                new_attempt,
+                available_at,
+                last_error,
+                error_type,
+                ..
+            } => (
+                "PENDING",
+                Some(*new_attempt),
+                Some(*available_at),
+                None,
+                Some((last_error, error_type)),
+            ),
+            Mark::DeadLetter {
+                last_error,
+                error_type,
+                ..
+            } => (
+                "DEAD_LETTER",
+                None,
+                None,
+                None,
+                Some((last_error, error_type)),
+            ),
+            Mark::Unresolvable { delay, .. } => (
+                "PENDING",
+                None,
+                None,
+                Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+                None,
+            ),
         };
         self.ids.push(mark.id());
         self.states.push(state);
@@ -62,15 +99,21 @@ impl Columns {
         self.available_at.push(at);
         self.delays_ms.push(delay);
         self.records_error.push(error.is_some());
-        self.last_errors.push(error.map(|(message, _)| message.clone()));
-        self.error_types.push(error.and_then(|(_, error_type)| error_type.clone()));
+        self.last_errors
+            .push(error.map(|(message, _)| message.clone()));
+        self.error_types
+            .push(error.and_then(|(_, error_type)| error_type.clone()));
     }
 }
 
 impl OutboxRepository {
     /// Records a batch of outcomes in one statement. The answer has one entry per mark, in order:
     /// true when this node still owned the row and its state changed.
-    pub async fn mark_batch(&self, claimed_by: &str, marks: &[Mark]) -> Result<Vec<bool>, RepositoryError> {
+    pub async fn mark_batch(
+        &self,
+        claimed_by: &str,
+        marks: &[Mark],
+    ) -> Result<Vec<bool>, RepositoryError> {
         let mut conn = self.pool.acquire().await?;
         Ok(record_marks(&mut conn, &self.sql, claimed_by, marks).await?)
     }
@@ -117,8 +160,14 @@ impl OutboxRepository {
         self.mark_one(claimed_by, mark).await
     }
 
-    pub async fn mark_unresolvable(&self, id: i64, claimed_by: &str, delay: Duration) -> Result<bool, RepositoryError> {
-        self.mark_one(claimed_by, Mark::Unresolvable { id, delay }).await
+    pub async fn mark_unresolvable(
+        &self,
+        id: i64,
+        claimed_by: &str,
+        delay: Duration,
+    ) -> Result<bool, RepositoryError> {
+        self.mark_one(claimed_by, Mark::Unresolvable { id, delay })
+            .await
     }
 }
 
@@ -147,5 +196,8 @@ pub(super) async fn record_marks(
         .await?
         .into_iter()
         .collect();
-    Ok(marks.iter().map(|mark| owned.contains(&mark.id())).collect())
+    Ok(marks
+        .iter()
+        .map(|mark| owned.contains(&mark.id()))
+        .collect())
 }

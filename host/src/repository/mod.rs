@@ -13,10 +13,11 @@ mod marks;
 mod record;
 mod sql;
 
-pub use claim_scope::{
-    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_TARGET_CHARS, MAX_TARGETS, RelayCapabilities,
-};
 pub use claim::MarkAndClaim;
+pub use claim_scope::{
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_TARGET_CHARS, MAX_TARGETS,
+    RelayCapabilities,
+};
 pub use cleanup::CleanupReport;
 pub(crate) use insert::{insert_inbox, insert_outbox};
 pub use marks::Mark;
@@ -44,7 +45,10 @@ pub struct OutboxRepository {
 
 impl OutboxRepository {
     pub fn new(pool: PgPool, tables: Tables) -> Self {
-        OutboxRepository { pool, sql: Arc::new(Statements::new(tables)) }
+        OutboxRepository {
+            pool,
+            sql: Arc::new(Statements::new(tables)),
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -57,11 +61,16 @@ impl OutboxRepository {
 
     /// Rows by (state, destination type), for the PENDING, PROCESSING and DEAD_LETTER states.
     pub async fn count_by_state(&self) -> Result<Vec<(String, String, i64)>, RepositoryError> {
-        Ok(sqlx::query_as(&self.sql.count_by_state).fetch_all(&self.pool).await?)
+        Ok(sqlx::query_as(&self.sql.count_by_state)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// One row by id, for tools and tests.
     pub async fn find(&self, id: i64) -> Result<Option<OutboxRecord>, RepositoryError> {
-        Ok(sqlx::query_as(&self.sql.select_by_id).bind(id).fetch_optional(&self.pool).await?)
+        Ok(sqlx::query_as(&self.sql.select_by_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
     }
 }

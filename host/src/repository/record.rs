@@ -13,8 +13,12 @@ pub enum OutboxState {
 }
 
 impl OutboxState {
-    pub const ALL: [OutboxState; 4] =
-        [OutboxState::Pending, OutboxState::Processing, OutboxState::Published, OutboxState::DeadLetter];
+    pub const ALL: [OutboxState; 4] = [
+        OutboxState::Pending,
+        OutboxState::Processing,
+        OutboxState::Published,
+        OutboxState::DeadLetter,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -27,7 +31,9 @@ impl OutboxState {
 
     /// Lenient: a value this version does not know reads as `None` rather than failing the batch.
     pub fn parse(value: &str) -> Option<OutboxState> {
-        OutboxState::ALL.into_iter().find(|state| state.as_str() == value)
+        OutboxState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == value)
     }
 }
 
@@ -94,7 +100,9 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
 /// Headers are one JSON object of text values. Rows written by other languages may hold something
 /// else; reading never fails on them: a non-text value becomes its JSON text, a non-object nothing.
 fn decode_headers(json: Option<&str>) -> Vec<(String, String)> {
-    let Some(serde_json::Value::Object(map)) = json.and_then(|text| serde_json::from_str(text).ok()) else {
+    let Some(serde_json::Value::Object(map)) =
+        json.and_then(|text| serde_json::from_str(text).ok())
+    else {
         return Vec::new();
     };
     map.into_iter()
@@ -115,7 +123,10 @@ mod tests {
         assert_eq!(decode_headers(Some("[1]")), vec![]);
         assert_eq!(
             decode_headers(Some(r#"{"a":"x","b":2}"#)),
-            vec![("a".to_owned(), "x".to_owned()), ("b".to_owned(), "2".to_owned())]
+            vec![
+                ("a".to_owned(), "x".to_owned()),
+                ("b".to_owned(), "2".to_owned())
+            ]
         );
     }
 }
