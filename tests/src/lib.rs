@@ -4,6 +4,7 @@
 
 pub mod db;
 pub mod host;
+pub mod http_get;
 pub mod http_stub;
 pub mod log_capture;
 pub mod plugin_engine;

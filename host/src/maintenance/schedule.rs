@@ -2,6 +2,7 @@
 //! advisory lock (skip the run if another node holds it), run once, log what it did.
 
 use super::{CleanupSettings, cleanup, lease_recovery};
+use crate::database::SchemaName;
 use crate::metrics::Metrics;
 use crate::repository::{OutboxRepository, RepositoryError};
 use chrono::Utc;
@@ -46,14 +47,10 @@ impl Job {
         }
     }
 
-    /// One lock per job and schema: nodes of one deployment take turns, other deployments sharing the
-    /// database are not held up.
-    fn lock_key(&self, repository: &OutboxRepository) -> i64 {
-        let schema = repository
-            .tables()
-            .schema()
-            .map(|s| s.as_str())
-            .unwrap_or("");
+    /// The PostgreSQL advisory lock a run holds. One per job and schema: nodes of one deployment take
+    /// turns, other deployments sharing the database are not held up.
+    pub fn lock_key(&self, schema: Option<&SchemaName>) -> i64 {
+        let schema = schema.map(|s| s.as_str()).unwrap_or("");
         let digest = Sha256::digest(format!("outbox-host maintenance/{schema}/{}", self.name()));
         i64::from_be_bytes(digest[..8].try_into().expect("eight bytes"))
     }
@@ -95,7 +92,7 @@ async fn run_locked(
     job: &Job,
     repository: &OutboxRepository,
 ) -> Result<Option<JobReport>, RepositoryError> {
-    let key = job.lock_key(repository);
+    let key = job.lock_key(repository.tables().schema());
     let mut lock_holder = repository.pool().acquire().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
         .bind(key)

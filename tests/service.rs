@@ -1,0 +1,170 @@
+//! The service as operators see it: the admin endpoint and the maintenance jobs, on a running host.
+
+use outbox_host::maintenance::{CleanupSettings, Job};
+use outbox_tests::db::{TestDb, entry};
+use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::http_get::get;
+use outbox_tests::plugins;
+use outbox_tests::scratch::ScratchDir;
+use std::time::Duration;
+
+const SETTLE: Duration = Duration::from_secs(30);
+
+fn noop_dir(label: &str) -> ScratchDir {
+    let dir = ScratchDir::new(label);
+    dir.add_plugin("noop", plugins::NOOP);
+    dir
+}
+
+#[tokio::test]
+async fn healthz_answers_ok() {
+    let db = TestDb::new().await;
+    let dir = noop_dir("admin-healthz");
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    assert_eq!(get(&host.admin_url("/healthz")).await, (200, "ok\n".to_owned()));
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn readyz_is_ready_once_the_database_answers_and_plugins_are_loaded() {
+    let db = TestDb::new().await;
+    let dir = noop_dir("admin-readyz");
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    assert_eq!(get(&host.admin_url("/readyz")).await, (200, "ready\n".to_owned()));
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_count_outcomes_by_destination_type_in_prometheus_text() {
+    let db = TestDb::new().await;
+    let dir = noop_dir("admin-metrics");
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    for _ in 0..5 {
+        db.publish(entry("NOOP", "x")).await;
+    }
+    db.publish(entry("ELSEWHERE", "x")).await;
+    wait_until("five rows are published", SETTLE, || async {
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'").await == 5
+    })
+    .await;
+    let (status, text) = get(&host.admin_url("/metrics")).await;
+    assert_eq!(status, 200);
+    for expected in [
+        "outbox_claimed_total{destination_type=\"NOOP\"} 5",
+        "outbox_published_total{destination_type=\"NOOP\"} 5",
+        "outbox_publish_duration_seconds_count{destination_type=\"NOOP\"} 5",
+        "outbox_in_flight 0",
+        "outbox_rows{destination_type=\"ELSEWHERE\",state=\"PENDING\"} 1",
+        "outbox_listen_connected 1",
+        "outbox_plugins{state=\"loaded\"} 1",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(text.contains("outbox_plugin_calls_total{plugin=\"noop\"}"), "{text}");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn plugins_lists_every_file_with_its_state() {
+    let db = TestDb::new().await;
+    let dir = noop_dir("admin-plugins");
+    dir.write("broken.wasm", b"not a component");
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let (status, body) = get(&host.admin_url("/plugins")).await;
+    assert_eq!(status, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let plugins = json["plugins"].as_array().unwrap();
+    assert_eq!(plugins.len(), 2);
+    let broken = plugins.iter().find(|p| p["file"].as_str().unwrap().ends_with("broken.wasm")).unwrap();
+    assert_eq!(broken["state"], "failed");
+    assert!(broken["last_error"].as_str().is_some_and(|e| !e.is_empty()));
+    let noop = plugins.iter().find(|p| p["file"].as_str().unwrap().ends_with("noop.wasm")).unwrap();
+    assert_eq!(noop["state"], "loaded");
+    assert_eq!(noop["world"], "destination-handler");
+    assert_eq!(noop["destination_type"], "NOOP");
+    assert_eq!(noop["claim_scope"], "all");
+    assert_eq!(noop["content_hash"].as_str().unwrap().len(), 64);
+    assert!(noop["loaded_at"].is_string());
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn stale_lease_recovery_runs_on_its_schedule() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("maintenance-lease");
+    let mut config = host::config(&db, dir.path());
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    config.relay.lease_timeout_ms = 1000;
+    let id = db.publish(entry("NOOP", "x")).await;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET state = 'PROCESSING', claimed_by = 'gone-0', claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
+    ))
+    .await;
+    let host = TestHost::start(&config).await;
+    wait_until("the stale row is back to PENDING", SETTLE, || async { db.state_of(id).await == "PENDING" }).await;
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn maintenance_skips_a_run_while_another_node_holds_its_lock() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("maintenance-lock");
+    let mut config = host::config(&db, dir.path());
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    let id = db.publish(entry("NOOP", "x")).await;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET state = 'PROCESSING', claimed_by = 'gone-0', claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
+    ))
+    .await;
+    let key = Job::LeaseRecovery { lease: config.relay.lease_timeout() }.lock_key(Some(&db.schema));
+    let mut other_node = db.pool.acquire().await.unwrap();
+    let locked: bool =
+        sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *other_node).await.unwrap();
+    assert!(locked);
+    let host = TestHost::start(&config).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(db.state_of(id).await, "PROCESSING", "no run while the lock is held elsewhere");
+    sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&mut *other_node).await.unwrap();
+    wait_until("the next run reclaims the row", SETTLE, || async { db.state_of(id).await == "PENDING" }).await;
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn cleanup_runs_on_its_schedule_with_the_retention_settings() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("maintenance-cleanup");
+    let mut config = host::config(&db, dir.path());
+    config.maintenance.cleanup_cron = "* * * * * *".to_owned();
+    config.cleanup.published_retention_days = 7;
+    let old = db.publish(entry("NOOP", "x")).await;
+    let recent = db.publish(entry("NOOP", "x")).await;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET state = 'PUBLISHED', published_at = NOW() - INTERVAL '8 days' WHERE id = {old}"
+    ))
+    .await;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET state = 'PUBLISHED', published_at = NOW() - INTERVAL '6 days' WHERE id = {recent}"
+    ))
+    .await;
+    let host = TestHost::start(&config).await;
+    wait_until("the old row is deleted", SETTLE, || async {
+        db.scalar::<i64>(&format!("SELECT count(*) FROM {{outbox}} WHERE id = {old}")).await == 0
+    })
+    .await;
+    assert_eq!(db.state_of(recent).await, "PUBLISHED");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_of_cleanup_reports_what_it_deleted() {
+    let db = TestDb::new().await;
+    let id = db.publish(entry("NOOP", "x")).await;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET state = 'DEAD_LETTER', updated_at = NOW() - INTERVAL '31 days' WHERE id = {id}"
+    ))
+    .await;
+    let settings =
+        CleanupSettings { published_retention_days: 7, dead_letter_retention_days: 30, inbox_retention_days: 30, batch_size: 10 };
+    let report = Job::Cleanup(settings).run_once(&db.repository()).await.unwrap();
+    assert_eq!(report, outbox_host::maintenance::JobReport::Cleanup { published: 0, dead_letter: 1, inbox: 0 });
+}
