@@ -253,6 +253,7 @@ impl LoopState {
     /// Counts the recorded outcomes and tells the observers, in order, once the marks have settled.
     async fn settle(&mut self, landed: Vec<Landed>, decisions: Vec<Decision>, owned: Vec<bool>) {
         let metrics = &self.relay.metrics;
+        let observed = !self.relay.plugins.borrow().observers().is_empty();
         for ((landed, decision), recorded) in landed.into_iter().zip(decisions).zip(owned) {
             let flight = landed.flight;
             if recorded {
@@ -267,7 +268,7 @@ impl LoopState {
             if !matches!(landed.attempted, Attempted::NoHandler) {
                 metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
             }
-            let Some(envelope) = flight.envelope else {
+            let Some(envelope) = flight.envelope.filter(|_| observed) else {
                 continue;
             };
             let event = PublishCompleted {
