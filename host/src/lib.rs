@@ -10,12 +10,14 @@
 //!   recovery and retention on cron schedules.
 //! - [`service`]: everything `outbox-host run` starts; [`admin`] and [`metrics`]: what operators see.
 //! - [`config`] and [`cli`]: the service's configuration and the `outbox-host` command line.
+//! - [`demo`]: `outbox-host demo`, the whole service at work on sample rows; start here to watch it run.
 
 pub mod admin;
 pub mod api;
 pub mod cli;
 pub mod config;
 pub mod database;
+pub mod demo;
 pub mod destination_type;
 pub mod maintenance;
 pub mod metrics;

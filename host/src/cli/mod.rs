@@ -5,7 +5,8 @@
 pub mod plugin;
 
 use crate::config::{Config, LogFormat};
-use crate::database;
+use crate::database::{self, SchemaName};
+use crate::demo::{self, DemoOptions};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,6 +46,19 @@ pub enum Command {
     Config(ConfigCommand),
     /// Test, inspect and list plugins.
     Plugin(plugin::PluginArgs),
+    /// Show the host at work: reset the `outbox_demo` schema, run the host with the example plugins
+    /// and a local webhook receiver, publish sample rows and report how they were delivered.
+    Demo {
+        /// Sample rows to publish.
+        #[arg(long, value_name = "N", default_value_t = demo::DEFAULT_ROWS, value_parser = clap::value_parser!(u32).range(1..))]
+        rows: u32,
+        /// Where the built example plugins are (scripts/build-plugins puts them in ./plugins).
+        #[arg(long, value_name = "DIR", default_value = "./plugins")]
+        plugins: PathBuf,
+        /// Default: DATABASE_URL, else the local `test` database.
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +104,20 @@ pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             init_logging(&Config::default());
             plugin::run(args, out, err).await
         }
+        Command::Demo { rows, plugins, database_url } => {
+            let Some(mut config) = load_config(None, err) else { return EXIT_USAGE };
+            // Quiet enough not to fight the progress bar; RUST_LOG still wins.
+            config.log.level = "warn".to_owned();
+            init_logging(&config);
+            let options = DemoOptions {
+                database_url: database_url.unwrap_or_else(|| config.database_url().to_owned()),
+                schema: SchemaName::parse(demo::SCHEMA).expect("the demo's schema name is valid"),
+                plugins,
+                rows,
+                progress: true,
+            };
+            finish(run_demo(&options, out).await, err)
+        }
     }
 }
 
@@ -118,6 +146,12 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
         schema = schema.as_ref().map(|s| s.as_str()).unwrap_or("(default)"),
         "migrations applied"
     );
+    Ok(())
+}
+
+async fn run_demo(options: &DemoOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    let summary = demo::run(options, out).await?;
+    anyhow::ensure!(summary.succeeded(), "the demo did not finish cleanly; the summary above says what went wrong");
     Ok(())
 }
 

@@ -1,0 +1,162 @@
+//! `outbox-host demo`: the whole service at work on the local database, in one command.
+//!
+//! It resets a schema of its own, starts the host in this process with the example plugins and a
+//! local webhook receiver, publishes sample rows through the application API, shows them settle,
+//! and prints what the host counted. In the order it runs:
+//! - `receiver.rs`: the local webhook receiver, which also checks each aggregate's order;
+//! - `plugins_dir.rs`: a temporary plugins directory with a manifest granting that receiver;
+//! - `sample_rows.rs`: the rows and where each goes (accepted, retried once, refused, `NOOP`);
+//! - `progress.rs`: waiting for the rows to settle, with a progress bar;
+//! - `host_counters.rs`: the host's counters, read from its `/metrics`;
+//! - `summary.rs`: the report.
+
+mod host_counters;
+mod plugins_dir;
+mod progress;
+mod receiver;
+mod sample_rows;
+mod summary;
+
+pub use host_counters::HostCounters;
+pub use receiver::ReceiverReport;
+pub use summary::Summary;
+
+use crate::api::PublishError;
+use crate::config::Config;
+use crate::database::{self, DatabaseError, SchemaName};
+use crate::plugins::PluginState;
+use crate::repository::RepositoryError;
+use crate::service::{self, RunningService, StartError};
+use indicatif::ProgressDrawTarget;
+use plugins_dir::DemoPlugins;
+use receiver::Receiver;
+use sqlx::{Connection, PgConnection};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The schema `outbox-host demo` resets and uses; nothing else lives there.
+pub const SCHEMA: &str = "outbox_demo";
+pub const DEFAULT_ROWS: u32 = 2000;
+
+/// No `Debug`: the database URL may carry a password.
+pub struct DemoOptions {
+    pub database_url: String,
+    /// Dropped and migrated afresh: it must hold nothing worth keeping.
+    pub schema: SchemaName,
+    /// Where the built example plugins are: `webhook.wasm`, `noop.wasm`, `stats.wasm`. Their
+    /// compiled code is cached in its `.cache`, shared with `outbox-host run`.
+    pub plugins: PathBuf,
+    pub rows: u32,
+    /// Draw the progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("{} is missing: build the example plugins with scripts/build-plugins", path.display())]
+    PluginMissing { path: PathBuf },
+    #[error("the example plugin {file} did not load: {error}")]
+    PluginNotLoaded { file: String, error: String },
+    #[error("cannot {action}: {source}")]
+    Io { action: &'static str, source: std::io::Error },
+    #[error(transparent)]
+    Database(#[from] DatabaseError),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error(transparent)]
+    Repository(#[from] RepositoryError),
+}
+
+/// Runs the demo, writing what it does and the summary to `out`. `Ok` whenever it ran to the end;
+/// [`Summary::succeeded`] says whether everything settled in order.
+pub async fn run(options: &DemoOptions, out: &mut dyn Write) -> Result<Summary, DemoError> {
+    let receiver =
+        Receiver::start().await.map_err(|source| DemoError::Io { action: "start the webhook receiver", source })?;
+    let plugins = DemoPlugins::prepare(&options.plugins, &options.schema, &receiver.origin())?;
+    reset_schema(&options.database_url, &options.schema).await?;
+    let service = service::start(&service_config(options, &plugins)).await?;
+    let result = deliver(options, &service, &receiver, out).await;
+    service.stop().await;
+    result
+}
+
+/// The service as the demo runs it: its schema and plugins, the admin listener on a free port, and
+/// retries that come back within a tenth of a second so they show.
+fn service_config(options: &DemoOptions, plugins: &DemoPlugins) -> Config {
+    let mut config = Config::default();
+    config.database.url = Some(options.database_url.clone());
+    config.database.schema = Some(options.schema.to_string());
+    config.plugins.dir = plugins.path().to_owned();
+    config.plugins.cache_dir = Some(options.plugins.join(".cache"));
+    config.admin.listen = "127.0.0.1:0".to_owned();
+    config.relay.polling_interval_ms = 100;
+    config.relay.backoff_base_delay_ms = 50;
+    config.relay.backoff_max_delay_ms = 1000;
+    config
+}
+
+/// Rows that take longer than this to settle mean something is wrong: the host publishes hundreds
+/// of rows a second even in a debug build.
+fn settle_timeout(rows: u32) -> Duration {
+    Duration::from_secs(60) + Duration::from_millis(10).saturating_mul(rows)
+}
+
+async fn reset_schema(url: &str, schema: &SchemaName) -> Result<(), DatabaseError> {
+    let options = database::connect_options(url)?;
+    let mut conn = PgConnection::connect_with(&options).await.map_err(DatabaseError::Connect)?;
+    sqlx::raw_sql(&format!("SET client_min_messages = warning; DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(())
+}
+
+async fn deliver(
+    options: &DemoOptions,
+    service: &RunningService,
+    receiver: &Receiver,
+    out: &mut dyn Write,
+) -> Result<Summary, DemoError> {
+    ensure_plugins_loaded(service)?;
+    let rows = options.rows;
+    let _ = writeln!(
+        out,
+        "outbox-host demo: {rows} order events over {} orders into schema {}\n  \
+         webhook receiver  {}  ({} answers 200, {} 503 on a first try, {} 404)\n  \
+         admin endpoint    http://{}/metrics",
+        sample_rows::AGGREGATES,
+        options.schema,
+        receiver.origin(),
+        receiver::ACCEPTING_PATH,
+        receiver::FLAKY_PATH,
+        receiver::GONE_PATH,
+        service.admin_addr(),
+    );
+    let started = Instant::now();
+    sample_rows::publish(service.repository(), receiver, rows).await?;
+    let timeout = settle_timeout(rows);
+    let draw_target = if options.progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let settled = progress::wait_until_settled(service.repository(), u64::from(rows), timeout, draw_target).await?;
+    let elapsed = started.elapsed();
+    let host = HostCounters::read_when_caught_up(service.admin_addr(), settled)
+        .await
+        .map_err(|source| DemoError::Io { action: "read the host's /metrics", source })?;
+    let summary = Summary { rows: u64::from(rows), settled, elapsed, timeout, host, receiver: receiver.report() };
+    let _ = write!(out, "\n{summary}");
+    Ok(summary)
+}
+
+/// Each example must load: a plugin that did not would leave its rows pending until the timeout.
+fn ensure_plugins_loaded(service: &RunningService) -> Result<(), DemoError> {
+    let plugins = service.plugins().borrow().clone();
+    match plugins.statuses().find(|status| status.state != PluginState::Loaded) {
+        Some(status) => Err(DemoError::PluginNotLoaded {
+            file: status.file.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+            error: status.last_error.clone().unwrap_or_else(|| status.state.as_str().to_owned()),
+        }),
+        None => Ok(()),
+    }
+}
