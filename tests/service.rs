@@ -21,7 +21,10 @@ async fn healthz_answers_ok() {
     let db = TestDb::new().await;
     let dir = noop_dir("admin-healthz");
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    assert_eq!(get(&host.admin_url("/healthz")).await, (200, "ok\n".to_owned()));
+    assert_eq!(
+        get(&host.admin_url("/healthz")).await,
+        (200, "ok\n".to_owned())
+    );
     host.stop().await;
 }
 
@@ -30,7 +33,10 @@ async fn readyz_is_ready_once_the_database_answers_and_plugins_are_loaded() {
     let db = TestDb::new().await;
     let dir = noop_dir("admin-readyz");
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    assert_eq!(get(&host.admin_url("/readyz")).await, (200, "ready\n".to_owned()));
+    assert_eq!(
+        get(&host.admin_url("/readyz")).await,
+        (200, "ready\n".to_owned())
+    );
     host.stop().await;
 }
 
@@ -44,7 +50,9 @@ async fn metrics_count_outcomes_by_destination_type_in_prometheus_text() {
     }
     db.publish(entry("ELSEWHERE", "x")).await;
     wait_until("five rows are published", SETTLE, || async {
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'").await == 5
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'")
+            .await
+            == 5
     })
     .await;
     let (status, text) = get(&host.admin_url("/metrics")).await;
@@ -60,7 +68,10 @@ async fn metrics_count_outcomes_by_destination_type_in_prometheus_text() {
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
-    assert!(text.contains("outbox_plugin_calls_total{plugin=\"noop\"}"), "{text}");
+    assert!(
+        text.contains("outbox_plugin_calls_total{plugin=\"noop\"}"),
+        "{text}"
+    );
     host.stop().await;
 }
 
@@ -75,10 +86,16 @@ async fn plugins_lists_every_file_with_its_state() {
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     let plugins = json["plugins"].as_array().unwrap();
     assert_eq!(plugins.len(), 2);
-    let broken = plugins.iter().find(|p| p["file"].as_str().unwrap().ends_with("broken.wasm")).unwrap();
+    let broken = plugins
+        .iter()
+        .find(|p| p["file"].as_str().unwrap().ends_with("broken.wasm"))
+        .unwrap();
     assert_eq!(broken["state"], "failed");
     assert!(broken["last_error"].as_str().is_some_and(|e| !e.is_empty()));
-    let noop = plugins.iter().find(|p| p["file"].as_str().unwrap().ends_with("noop.wasm")).unwrap();
+    let noop = plugins
+        .iter()
+        .find(|p| p["file"].as_str().unwrap().ends_with("noop.wasm"))
+        .unwrap();
     assert_eq!(noop["state"], "loaded");
     assert_eq!(noop["world"], "destination-handler");
     assert_eq!(noop["destination_type"], "NOOP");
@@ -101,7 +118,10 @@ async fn stale_lease_recovery_runs_on_its_schedule() {
     ))
     .await;
     let host = TestHost::start(&config).await;
-    wait_until("the stale row is back to PENDING", SETTLE, || async { db.state_of(id).await == "PENDING" }).await;
+    wait_until("the stale row is back to PENDING", SETTLE, || async {
+        db.state_of(id).await == "PENDING"
+    })
+    .await;
     host.stop().await;
 }
 
@@ -116,16 +136,33 @@ async fn maintenance_skips_a_run_while_another_node_holds_its_lock() {
         "UPDATE {{outbox}} SET state = 'PROCESSING', claimed_by = 'gone-0', claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
     ))
     .await;
-    let key = Job::LeaseRecovery { lease: config.relay.lease_timeout() }.lock_key(Some(&db.schema));
+    let key = Job::LeaseRecovery {
+        lease: config.relay.lease_timeout(),
+    }
+    .lock_key(Some(&db.schema));
     let mut other_node = db.pool.acquire().await.unwrap();
-    let locked: bool =
-        sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *other_node).await.unwrap();
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(key)
+        .fetch_one(&mut *other_node)
+        .await
+        .unwrap();
     assert!(locked);
     let host = TestHost::start(&config).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(db.state_of(id).await, "PROCESSING", "no run while the lock is held elsewhere");
-    sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&mut *other_node).await.unwrap();
-    wait_until("the next run reclaims the row", SETTLE, || async { db.state_of(id).await == "PENDING" }).await;
+    assert_eq!(
+        db.state_of(id).await,
+        "PROCESSING",
+        "no run while the lock is held elsewhere"
+    );
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(key)
+        .execute(&mut *other_node)
+        .await
+        .unwrap();
+    wait_until("the next run reclaims the row", SETTLE, || async {
+        db.state_of(id).await == "PENDING"
+    })
+    .await;
     host.stop().await;
 }
 
@@ -148,7 +185,9 @@ async fn cleanup_runs_on_its_schedule_with_the_retention_settings() {
     .await;
     let host = TestHost::start(&config).await;
     wait_until("the old row is deleted", SETTLE, || async {
-        db.scalar::<i64>(&format!("SELECT count(*) FROM {{outbox}} WHERE id = {old}")).await == 0
+        db.scalar::<i64>(&format!("SELECT count(*) FROM {{outbox}} WHERE id = {old}"))
+            .await
+            == 0
     })
     .await;
     assert_eq!(db.state_of(recent).await, "PUBLISHED");
@@ -163,8 +202,22 @@ async fn a_run_of_cleanup_reports_what_it_deleted() {
         "UPDATE {{outbox}} SET state = 'DEAD_LETTER', updated_at = NOW() - INTERVAL '31 days' WHERE id = {id}"
     ))
     .await;
-    let settings =
-        CleanupSettings { published_retention_days: 7, dead_letter_retention_days: 30, inbox_retention_days: 30, batch_size: 10 };
-    let report = Job::Cleanup(settings).run_once(&db.repository()).await.unwrap();
-    assert_eq!(report, outbox_host::maintenance::JobReport::Cleanup { published: 0, dead_letter: 1, inbox: 0 });
+    let settings = CleanupSettings {
+        published_retention_days: 7,
+        dead_letter_retention_days: 30,
+        inbox_retention_days: 30,
+        batch_size: 10,
+    };
+    let report = Job::Cleanup(settings)
+        .run_once(&db.repository())
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        outbox_host::maintenance::JobReport::Cleanup {
+            published: 0,
+            dead_letter: 1,
+            inbox: 0
+        }
+    );
 }

@@ -12,6 +12,16 @@ use tokio::sync::watch;
 
 use crate::plugins::PluginSet;
 
+/// What the relay recorded, over every destination type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeTotals {
+    pub published: u64,
+    /// Attempts that failed and were scheduled again.
+    pub retried: u64,
+    pub dead_lettered: u64,
+    pub deferred: u64,
+}
+
 /// Cheap to clone; every clone records into the same registry.
 #[derive(Clone)]
 pub struct Metrics {
@@ -228,6 +238,24 @@ impl Metrics {
     pub fn plugin_reload(&self, failures: u64) {
         self.inner.plugin_reloads.inc();
         self.inner.plugin_reload_failures.inc_by(failures);
+    }
+
+    /// The outcome counters summed over every destination type.
+    pub fn outcome_totals(&self) -> OutcomeTotals {
+        let sum = |counter: &IntCounterVec| -> u64 {
+            counter
+                .collect()
+                .iter()
+                .flat_map(|family| family.get_metric())
+                .map(|metric| metric.get_counter().get_value() as u64)
+                .sum()
+        };
+        OutcomeTotals {
+            published: sum(&self.inner.published),
+            retried: sum(&self.inner.retried),
+            dead_lettered: sum(&self.inner.dead_lettered),
+            deferred: sum(&self.inner.deferred),
+        }
     }
 
     /// Replaces the sampled row counts.

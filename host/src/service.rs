@@ -35,6 +35,7 @@ pub enum StartError {
 pub struct RunningService {
     admin_addr: SocketAddr,
     repository: OutboxRepository,
+    metrics: Metrics,
     plugins: watch::Receiver<Arc<PluginSet>>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
@@ -108,6 +109,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     Ok(RunningService {
         admin_addr,
         repository,
+        metrics,
         plugins,
         shutdown,
         tasks,
@@ -141,6 +143,10 @@ impl RunningService {
 
     pub fn repository(&self) -> &OutboxRepository {
         &self.repository
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The plugin set in use; it changes when the plugins directory does.

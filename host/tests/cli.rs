@@ -82,7 +82,10 @@ fn write_config(text: &str) -> std::path::PathBuf {
 #[test]
 fn run_with_an_unknown_key_exits_2_naming_the_key() {
     let config = write_config("[relay]\nbatch_sise = 10\n");
-    let output = outbox_host().args(["run", "--config", config.to_str().unwrap()]).output().unwrap();
+    let output = outbox_host()
+        .args(["run", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("relay.batch_sise"), "{stderr}");
@@ -90,14 +93,24 @@ fn run_with_an_unknown_key_exits_2_naming_the_key() {
 
 #[test]
 fn run_with_a_bad_value_from_the_environment_exits_2_naming_the_key() {
-    let output = outbox_host().args(["run"]).env("OUTBOX_RELAY_STRATEGY", "PUSH").output().unwrap();
+    let output = outbox_host()
+        .args(["run"])
+        .env("OUTBOX_RELAY_STRATEGY", "PUSH")
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8(output.stderr).unwrap().contains("relay.strategy"));
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .contains("relay.strategy")
+    );
 }
 
 #[test]
 fn config_print_shows_the_effective_configuration_with_the_password_masked() {
-    let config = write_config("[database]\nurl = \"postgres://app:s3cret@db:5432/orders\"\n[relay]\nbatch_size = 200\n");
+    let config = write_config(
+        "[database]\nurl = \"postgres://app:s3cret@db:5432/orders\"\n[relay]\nbatch_size = 200\n",
+    );
     let output = outbox_host()
         .args(["config", "print", "--config", config.to_str().unwrap()])
         .env("OUTBOX_RELAY_INSTANCES", "3")
@@ -105,8 +118,17 @@ fn config_print_shows_the_effective_configuration_with_the_password_masked() {
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let printed = String::from_utf8(output.stdout).unwrap();
-    assert!(printed.contains("postgres://app:****@db:5432/orders"), "{printed}");
+    assert!(
+        printed.contains("postgres://app:****@db:5432/orders"),
+        "{printed}"
+    );
     assert!(!printed.contains("s3cret"));
-    assert!(printed.contains("batch_size = 200") && printed.contains("instances = 3"), "{printed}");
-    assert!(printed.contains("stale_lease_recovery_cron = \"*/30 * * * * *\""), "{printed}");
+    assert!(
+        printed.contains("batch_size = 200") && printed.contains("instances = 3"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("stale_lease_recovery_cron = \"*/30 * * * * *\""),
+        "{printed}"
+    );
 }

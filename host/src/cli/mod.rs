@@ -104,8 +104,14 @@ pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             init_logging(&Config::default());
             plugin::run(args, out, err).await
         }
-        Command::Demo { rows, plugins, database_url } => {
-            let Some(mut config) = load_config(None, err) else { return EXIT_USAGE };
+        Command::Demo {
+            rows,
+            plugins,
+            database_url,
+        } => {
+            let Some(mut config) = load_config(None, err) else {
+                return EXIT_USAGE;
+            };
             // Quiet enough not to fight the progress bar; RUST_LOG still wins.
             config.log.level = "warn".to_owned();
             init_logging(&config);
@@ -132,10 +138,23 @@ fn finish(result: anyhow::Result<()>, err: &mut dyn Write) -> u8 {
     match result {
         Ok(()) => EXIT_SUCCESS,
         Err(error) => {
-            let _ = writeln!(err, "error: {error:#}");
+            let _ = writeln!(err, "error: {}", describe(&error));
             EXIT_FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, skipping a cause whose text the message already carries
+/// (library errors often include their source in their own message).
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text = format!("{text}: {cause}");
+        }
+    }
+    text
 }
 
 async fn migrate(config: &Config) -> anyhow::Result<()> {
@@ -151,7 +170,10 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
 
 async fn run_demo(options: &DemoOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     let summary = demo::run(options, out).await?;
-    anyhow::ensure!(summary.succeeded(), "the demo did not finish cleanly; the summary above says what went wrong");
+    anyhow::ensure!(
+        summary.succeeded(),
+        "the demo did not finish cleanly; the summary above says what went wrong"
+    );
     Ok(())
 }
 

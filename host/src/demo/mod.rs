@@ -7,7 +7,7 @@
 //! - `plugins_dir.rs`: a temporary plugins directory with a manifest granting that receiver;
 //! - `sample_rows.rs`: the rows and where each goes (accepted, retried once, refused, `NOOP`);
 //! - `progress.rs`: waiting for the rows to settle, with a progress bar;
-//! - `host_counters.rs`: the host's counters, read from its `/metrics`;
+//! - `host_counters.rs`: the host's outcome counters, once they have caught up;
 //! - `summary.rs`: the report.
 
 mod host_counters;
@@ -17,7 +17,6 @@ mod receiver;
 mod sample_rows;
 mod summary;
 
-pub use host_counters::HostCounters;
 pub use receiver::ReceiverReport;
 pub use summary::Summary;
 
@@ -59,7 +58,10 @@ pub enum DemoError {
     #[error("the example plugin {file} did not load: {error}")]
     PluginNotLoaded { file: String, error: String },
     #[error("cannot {action}: {source}")]
-    Io { action: &'static str, source: std::io::Error },
+    Io {
+        action: &'static str,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Database(#[from] DatabaseError),
     #[error(transparent)]
@@ -73,8 +75,10 @@ pub enum DemoError {
 /// Runs the demo, writing what it does and the summary to `out`. `Ok` whenever it ran to the end;
 /// [`Summary::succeeded`] says whether everything settled in order.
 pub async fn run(options: &DemoOptions, out: &mut dyn Write) -> Result<Summary, DemoError> {
-    let receiver =
-        Receiver::start().await.map_err(|source| DemoError::Io { action: "start the webhook receiver", source })?;
+    let receiver = Receiver::start().await.map_err(|source| DemoError::Io {
+        action: "start the webhook receiver",
+        source,
+    })?;
     let plugins = DemoPlugins::prepare(&options.plugins, &options.schema, &receiver.origin())?;
     reset_schema(&options.database_url, &options.schema).await?;
     let service = service::start(&service_config(options, &plugins)).await?;
@@ -106,10 +110,14 @@ fn settle_timeout(rows: u32) -> Duration {
 
 async fn reset_schema(url: &str, schema: &SchemaName) -> Result<(), DatabaseError> {
     let options = database::connect_options(url)?;
-    let mut conn = PgConnection::connect_with(&options).await.map_err(DatabaseError::Connect)?;
-    sqlx::raw_sql(&format!("SET client_min_messages = warning; DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .execute(&mut conn)
-        .await?;
+    let mut conn = PgConnection::connect_with(&options)
+        .await
+        .map_err(DatabaseError::Connect)?;
+    sqlx::raw_sql(&format!(
+        "SET client_min_messages = warning; DROP SCHEMA IF EXISTS {schema} CASCADE"
+    ))
+    .execute(&mut conn)
+    .await?;
     conn.close().await?;
     Ok(())
 }
@@ -138,13 +146,24 @@ async fn deliver(
     let started = Instant::now();
     sample_rows::publish(service.repository(), receiver, rows).await?;
     let timeout = settle_timeout(rows);
-    let draw_target = if options.progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let settled = progress::wait_until_settled(service.repository(), u64::from(rows), timeout, draw_target).await?;
+    let draw_target = if options.progress {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let settled =
+        progress::wait_until_settled(service.repository(), u64::from(rows), timeout, draw_target)
+            .await?;
     let elapsed = started.elapsed();
-    let host = HostCounters::read_when_caught_up(service.admin_addr(), settled)
-        .await
-        .map_err(|source| DemoError::Io { action: "read the host's /metrics", source })?;
-    let summary = Summary { rows: u64::from(rows), settled, elapsed, timeout, host, receiver: receiver.report() };
+    let host = host_counters::read_when_caught_up(service.metrics(), settled).await;
+    let summary = Summary {
+        rows: u64::from(rows),
+        settled,
+        elapsed,
+        timeout,
+        host,
+        receiver: receiver.report(),
+    };
     let _ = write!(out, "\n{summary}");
     Ok(summary)
 }
@@ -152,10 +171,21 @@ async fn deliver(
 /// Each example must load: a plugin that did not would leave its rows pending until the timeout.
 fn ensure_plugins_loaded(service: &RunningService) -> Result<(), DemoError> {
     let plugins = service.plugins().borrow().clone();
-    match plugins.statuses().find(|status| status.state != PluginState::Loaded) {
+    match plugins
+        .statuses()
+        .find(|status| status.state != PluginState::Loaded)
+    {
         Some(status) => Err(DemoError::PluginNotLoaded {
-            file: status.file.file_name().unwrap_or_default().to_string_lossy().into_owned(),
-            error: status.last_error.clone().unwrap_or_else(|| status.state.as_str().to_owned()),
+            file: status
+                .file
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            error: status
+                .last_error
+                .clone()
+                .unwrap_or_else(|| status.state.as_str().to_owned()),
         }),
         None => Ok(()),
     }

@@ -43,7 +43,11 @@ pub async fn wait_until_settled(
     draw_target: ProgressDrawTarget,
 ) -> Result<u64, RepositoryError> {
     let bar = ProgressBar::with_draw_target(Some(rows), draw_target);
-    bar.set_style(ProgressStyle::with_template(TEMPLATE).expect("a valid template").progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template(TEMPLATE)
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
     let deadline = Instant::now() + timeout;
     loop {
         let counts = RowCounts::of(&repository.count_by_state().await?);

@@ -56,7 +56,11 @@ impl Ledger {
     /// A delivery arrived: it must come after everything its aggregate has accepted so far (a
     /// retry of a refused row comes again with the same sequence, which is fine).
     fn arrived(&mut self, delivery: Delivery) {
-        if self.last_accepted.get(&delivery.order).is_some_and(|&last| delivery.sequence <= last) {
+        if self
+            .last_accepted
+            .get(&delivery.order)
+            .is_some_and(|&last| delivery.sequence <= last)
+        {
             self.out_of_order.insert(delivery.order);
         }
     }
@@ -98,13 +102,18 @@ impl Receiver {
             .route(GONE_PATH, post(gone))
             .with_state(ledger.clone());
         let shutdown = CancellationToken::new();
-        let serve = axum::serve(listener, router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let serve = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
         tokio::spawn(async move {
             if let Err(error) = serve.await {
                 tracing::error!(%error, "the demo's webhook receiver stopped");
             }
         });
-        Ok(Receiver { addr, ledger, shutdown })
+        Ok(Receiver {
+            addr,
+            ledger,
+            shutdown,
+        })
     }
 
     /// `http://127.0.0.1:<port>`: the one entry of the webhook manifest's `http.allowed_hosts`.
@@ -135,8 +144,15 @@ async fn accepting(State(ledger): State<Shared>, Json(delivery): Json<Delivery>)
     lock(&ledger).accept(delivery)
 }
 
-async fn flaky(State(ledger): State<Shared>, headers: HeaderMap, Json(delivery): Json<Delivery>) -> StatusCode {
-    let Some(key) = headers.get("idempotency-key").and_then(|value| value.to_str().ok()) else {
+async fn flaky(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Json(delivery): Json<Delivery>,
+) -> StatusCode {
+    let Some(key) = headers
+        .get("idempotency-key")
+        .and_then(|value| value.to_str().ok())
+    else {
         return StatusCode::BAD_REQUEST;
     };
     let mut ledger = lock(&ledger);
@@ -170,7 +186,10 @@ mod tests {
             ledger.accept(delivery(order, sequence));
         }
         let report = ledger.report();
-        assert_eq!((report.accepted, report.aggregates, report.out_of_order), (5, 2, 0));
+        assert_eq!(
+            (report.accepted, report.aggregates, report.out_of_order),
+            (5, 2, 0)
+        );
     }
 
     #[test]

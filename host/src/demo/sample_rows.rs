@@ -41,10 +41,18 @@ impl Route {
 }
 
 /// Writes `rows` rows, in id order, `ROWS_PER_TRANSACTION` per transaction.
-pub async fn publish(repository: &OutboxRepository, receiver: &Receiver, rows: u32) -> Result<(), DemoError> {
+pub async fn publish(
+    repository: &OutboxRepository,
+    receiver: &Receiver,
+    rows: u32,
+) -> Result<(), DemoError> {
     let outbox = Outbox::new(repository.tables().clone());
     for first in (0..rows).step_by(ROWS_PER_TRANSACTION as usize) {
-        let mut tx = repository.pool().begin().await.map_err(DatabaseError::from)?;
+        let mut tx = repository
+            .pool()
+            .begin()
+            .await
+            .map_err(DatabaseError::from)?;
         for index in first..rows.min(first + ROWS_PER_TRANSACTION) {
             outbox.publish(&mut tx, entry(index, receiver)).await?;
         }
@@ -54,15 +62,23 @@ pub async fn publish(repository: &OutboxRepository, receiver: &Receiver, rows: u
 }
 
 fn entry(index: u32, receiver: &Receiver) -> OutboxEntry {
-    let delivery = Delivery { order: index % AGGREGATES, sequence: index };
+    let delivery = Delivery {
+        order: index % AGGREGATES,
+        sequence: index,
+    };
     let (destination_type, destination) = match Route::of(index) {
         Route::Accepted => ("WEBHOOK", receiver.url(ACCEPTING_PATH)),
         Route::RetriedOnce => ("WEBHOOK", receiver.url(FLAKY_PATH)),
         Route::Refused => ("WEBHOOK", receiver.url(GONE_PATH)),
         Route::Noop => ("NOOP", "nowhere".to_owned()),
     };
-    OutboxEntry::new("order.updated", destination_type, destination, serde_json::json!(delivery))
-        .aggregate("Order", delivery.order.to_string())
+    OutboxEntry::new(
+        "order.updated",
+        destination_type,
+        destination,
+        serde_json::json!(delivery),
+    )
+    .aggregate("Order", delivery.order.to_string())
 }
 
 #[cfg(test)]
@@ -71,10 +87,23 @@ mod tests {
 
     #[test]
     fn two_thousand_rows_show_every_route_on_many_orders() {
-        for route in [Route::Accepted, Route::RetriedOnce, Route::Refused, Route::Noop] {
-            let indexes: Vec<u32> = (0..2000).filter(|&index| Route::of(index) == route).collect();
-            let orders: std::collections::HashSet<u32> = indexes.iter().map(|index| index % AGGREGATES).collect();
-            assert!(indexes.len() >= 10 && orders.len() >= 10, "{route:?}: {} rows on {} orders", indexes.len(), orders.len());
+        for route in [
+            Route::Accepted,
+            Route::RetriedOnce,
+            Route::Refused,
+            Route::Noop,
+        ] {
+            let indexes: Vec<u32> = (0..2000)
+                .filter(|&index| Route::of(index) == route)
+                .collect();
+            let orders: std::collections::HashSet<u32> =
+                indexes.iter().map(|index| index % AGGREGATES).collect();
+            assert!(
+                indexes.len() >= 10 && orders.len() >= 10,
+                "{route:?}: {} rows on {} orders",
+                indexes.len(),
+                orders.len()
+            );
         }
     }
 }

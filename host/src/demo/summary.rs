@@ -1,8 +1,8 @@
 //! What the demo reports at the end: the host's counters, the rate, and whether each aggregate's
 //! deliveries kept their order.
 
-use super::host_counters::HostCounters;
 use super::receiver::ReceiverReport;
+use crate::metrics::OutcomeTotals;
 use std::fmt;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ pub struct Summary {
     /// From the first row written to the last row settled.
     pub elapsed: Duration,
     pub timeout: Duration,
-    pub host: HostCounters,
+    pub host: OutcomeTotals,
     pub receiver: ReceiverReport,
 }
 
@@ -33,7 +33,12 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let seconds = self.elapsed.as_secs_f64();
         if self.settled == self.rows {
-            writeln!(f, "{} rows settled in {seconds:.2} s: {:.0} rows/s", self.rows, self.rows_per_second())?;
+            writeln!(
+                f,
+                "{} rows settled in {seconds:.2} s: {:.0} rows/s",
+                self.rows,
+                self.rows_per_second()
+            )?;
         } else {
             writeln!(
                 f,
@@ -49,10 +54,22 @@ impl fmt::Display for Summary {
             "  published     {:>6}  (the receiver accepted {}; the rest went to NOOP)",
             host.published, receiver.accepted
         )?;
-        writeln!(f, "  retried       {:>6}  (the receiver answered 503 to {} first tries)", host.retried, receiver.unavailable)?;
-        writeln!(f, "  dead-lettered {:>6}  (the receiver answered 404 {} times)", host.dead_lettered, receiver.not_found)?;
+        writeln!(
+            f,
+            "  retried       {:>6}  (the receiver answered 503 to {} first tries)",
+            host.retried, receiver.unavailable
+        )?;
+        writeln!(
+            f,
+            "  dead-lettered {:>6}  (the receiver answered 404 {} times)",
+            host.dead_lettered, receiver.not_found
+        )?;
         if receiver.out_of_order == 0 {
-            writeln!(f, "  ordering        held  (each of {} orders received its rows in id order)", receiver.aggregates)
+            writeln!(
+                f,
+                "  ordering        held  (each of {} orders received its rows in id order)",
+                receiver.aggregates
+            )
         } else {
             writeln!(
                 f,
