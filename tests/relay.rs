@@ -14,13 +14,6 @@ use std::time::Duration;
 
 const SETTLE: Duration = Duration::from_secs(30);
 
-async fn count(db: &TestDb, state: &str) -> i64 {
-    db.scalar(&format!(
-        "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
-    ))
-    .await
-}
-
 /// A plugins directory with the webhook plugin allowed to reach `stub`.
 fn webhook_dir(label: &str, stub: &StubServer) -> ScratchDir {
     let dir = ScratchDir::new(label);
@@ -68,7 +61,7 @@ async fn noop_rows_all_end_published() {
             .await;
     }
     wait_until("every row is published", SETTLE, || async {
-        count(&db, "PUBLISHED").await == 200
+        db.count("PUBLISHED").await == 200
     })
     .await;
     host.stop().await;
@@ -89,7 +82,7 @@ async fn webhook_rows_over_many_aggregates_all_end_published_each_aggregate_in_i
     wait_until(
         "all 2,000 rows are published",
         Duration::from_secs(90),
-        || async { count(&db, "PUBLISHED").await == 2000 },
+        || async { db.count("PUBLISHED").await == 2000 },
     )
     .await;
     let mut delivered: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -206,7 +199,7 @@ async fn the_observer_sees_every_attempt_after_its_mark() {
     let succeeding = db.publish(scripted_entry("success")).await;
     let permanent = db.publish(scripted_entry("permanent")).await;
     wait_until("all rows settle", SETTLE, || async {
-        count(&db, "PUBLISHED").await == 1 && count(&db, "DEAD_LETTER").await == 2
+        db.count("PUBLISHED").await == 1 && db.count("DEAD_LETTER").await == 2
     })
     .await;
     let seen = |id: i64| {
@@ -261,7 +254,7 @@ async fn a_failing_observer_changes_nothing_for_the_entry() {
         db.publish(entry("NOOP", "x")).await;
     }
     wait_until("every row is published", SETTLE, || async {
-        count(&db, "PUBLISHED").await == 20
+        db.count("PUBLISHED").await == 20
     })
     .await;
     let attempts = log_capture::lines_of(&recorder)
@@ -430,7 +423,7 @@ async fn two_hosts_on_one_database_never_publish_a_row_twice() {
     wait_until(
         "all rows are published",
         Duration::from_secs(90),
-        || async { count(&db, "PUBLISHED").await == 1500 },
+        || async { db.count("PUBLISHED").await == 1500 },
     )
     .await;
     let mut deliveries: HashMap<String, usize> = HashMap::new();

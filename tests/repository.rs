@@ -108,11 +108,7 @@ async fn a_blank_target_fails_the_whole_cycle() {
     let caps = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
     let result = db.repository().claim_batch(10, NODE, &caps).await;
     assert_eq!(scope_failure(result), ClaimScopeFailure::BlankElement);
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'")
-            .await,
-        1
-    );
+    assert_eq!(db.count("PENDING").await, 1);
 }
 
 #[tokio::test]
@@ -123,11 +119,7 @@ async fn a_target_over_255_characters_fails_the_whole_cycle() {
     let caps = destinations("B", &[&long]).with("A", ClaimScope::All);
     let result = db.repository().claim_batch(10, NODE, &caps).await;
     assert_eq!(scope_failure(result), ClaimScopeFailure::ElementTooLong);
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'")
-            .await,
-        1
-    );
+    assert_eq!(db.count("PENDING").await, 1);
 }
 
 #[tokio::test]
@@ -669,11 +661,7 @@ async fn mark_and_claim_records_marks_even_when_a_claim_scope_fails() {
         ClaimScopeFailure::SupplierFailed
     );
     assert_eq!(db.state_of(id).await, "PUBLISHED");
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PENDING'")
-            .await,
-        1
-    );
+    assert_eq!(db.count("PENDING").await, 1);
 }
 
 // --- lease recovery -------------------------------------------------------------------------------
@@ -745,16 +733,8 @@ async fn cleanup_published_deletes_only_rows_past_retention_in_batches() {
     rows_in_state(&db, "DEAD_LETTER", 2, "updated_at", "60 days").await;
     let report = db.repository().cleanup_published(7, 10).await.unwrap();
     assert_eq!((report.deleted, report.batches), (25, 3));
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'")
-            .await,
-        3
-    );
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'DEAD_LETTER'")
-            .await,
-        2
-    );
+    assert_eq!(db.count("PUBLISHED").await, 3);
+    assert_eq!(db.count("DEAD_LETTER").await, 2);
 }
 
 #[tokio::test]
@@ -765,16 +745,8 @@ async fn cleanup_dead_letter_deletes_only_rows_past_retention_in_batches() {
     rows_in_state(&db, "PUBLISHED", 2, "published_at", "90 days").await;
     let report = db.repository().cleanup_dead_letter(30, 5).await.unwrap();
     assert_eq!((report.deleted, report.batches), (12, 3));
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'DEAD_LETTER'")
-            .await,
-        2
-    );
-    assert_eq!(
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'")
-            .await,
-        2
-    );
+    assert_eq!(db.count("DEAD_LETTER").await, 2);
+    assert_eq!(db.count("PUBLISHED").await, 2);
 }
 
 #[tokio::test]

@@ -50,9 +50,7 @@ async fn metrics_count_outcomes_by_destination_type_in_prometheus_text() {
     }
     db.publish(entry("ELSEWHERE", "x")).await;
     wait_until("five rows are published", SETTLE, || async {
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED'")
-            .await
-            == 5
+        db.count("PUBLISHED").await == 5
     })
     .await;
     let (status, text) = get(&host.admin_url("/metrics")).await;

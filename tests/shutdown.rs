@@ -44,13 +44,6 @@ async fn exit_of(child: &mut Child) -> (Option<i32>, Duration) {
     }
 }
 
-async fn count(db: &TestDb, state: &str) -> i64 {
-    db.scalar(&format!(
-        "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finishes_every_row() {
     let db = TestDb::new().await;
@@ -95,7 +88,7 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
     wait_until(
         "publishes are in flight",
         Duration::from_secs(30),
-        || async { count(&db, "PROCESSING").await >= 20 },
+        || async { db.count("PROCESSING").await >= 20 },
     )
     .await;
     terminate(&host);
@@ -106,7 +99,7 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
         "took {took:?} to exit"
     );
     assert!(
-        count(&db, "PROCESSING").await > 0,
+        db.count("PROCESSING").await > 0,
         "publishes still running at the deadline stay PROCESSING"
     );
 
@@ -115,7 +108,7 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
     wait_until(
         "a restart finishes every row",
         Duration::from_secs(60),
-        || async { count(&db, "PUBLISHED").await == 300 },
+        || async { db.count("PUBLISHED").await == 300 },
     )
     .await;
     terminate(&restarted);

@@ -106,6 +106,14 @@ impl TestDb {
             .unwrap()
     }
 
+    /// Rows in `state`.
+    pub async fn count(&self, state: &str) -> i64 {
+        self.scalar(&format!(
+            "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
+        ))
+        .await
+    }
+
     pub async fn state_of(&self, id: i64) -> String {
         self.scalar(&format!("SELECT state FROM {{outbox}} WHERE id = {id}"))
             .await
