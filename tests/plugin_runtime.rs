@@ -9,27 +9,18 @@ use outbox_host::plugins::{
     CompileSource, EntryDisposition, Envelope, PluginSet, PluginState, PluginStatus,
     PublishCompleted, PublishOutcome, PublishResult, ScopeSummary, World,
 };
+use outbox_host::plugins::mock::mock_envelope;
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::plugin_engine::{test_engine, test_engine_with_cache};
 use outbox_tests::plugins::{NOOP, SCRIPTED, STATS, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
 
+/// The mock runner's envelope, with the header the webhook must forward.
 fn envelope(destination_type: &str, destination: &str) -> Envelope {
     Envelope {
-        entry_id: 42,
-        carrier_id: "01900000-0000-7000-8000-00000000002a".into(),
-        aggregate_type: Some("Order".into()),
-        aggregate_id: Some("order-42".into()),
-        event_type: "OrderCreated".into(),
-        destination_type: destination_type.into(),
         destination: destination.into(),
-        payload: r#"{"order":42}"#.into(),
         headers: vec![("x-tenant".into(), "acme".into())],
-        metadata: r#"{"context":{},"delivery":{"outbox":{}}}"#.into(),
-        scheduled_at: None,
-        attempt: 0,
-        max_attempts: 5,
-        created_at: 1_700_000_000_000,
+        ..mock_envelope(destination_type)
     }
 }
 
@@ -90,11 +81,11 @@ async fn webhook_posts_the_payload_with_the_headers_and_an_idempotency_key_and_s
         (request.method.as_str(), request.path.as_str()),
         ("POST", "/hook")
     );
-    assert_eq!(request.body, br#"{"order":42}"#);
+    assert_eq!(request.body, br#"{"mock":true}"#);
     assert_eq!(request.header("x-tenant"), Some("acme"));
     assert_eq!(
         request.header("idempotency-key"),
-        Some("01900000-0000-7000-8000-00000000002a")
+        Some("01900000-0000-7000-8000-000000000001")
     );
 }
 

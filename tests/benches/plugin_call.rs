@@ -9,7 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_host::plugins::{EngineConfig, Envelope, PluginEngine, PluginSet, PublishResult};
+use outbox_host::plugins::{EngineConfig, PluginEngine, PluginSet, PublishResult};
+use outbox_host::plugins::mock::mock_envelope;
 use outbox_tests::plugins::NOOP;
 use outbox_tests::scratch::ScratchDir;
 
@@ -55,7 +56,7 @@ async fn bench() {
     );
 
     let handler = set.handler("NOOP").expect("noop loads");
-    let envelope = envelope();
+    let envelope = mock_envelope("NOOP");
     for _ in 0..WARM_UP_CALLS {
         assert_eq!(handler.publish(&envelope).await, Ok(PublishResult::Success));
     }
@@ -108,23 +109,4 @@ fn millis(duration: Duration) -> f64 {
 
 fn micros(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1_000_000.0
-}
-
-fn envelope() -> Envelope {
-    Envelope {
-        entry_id: 1,
-        carrier_id: "01900000-0000-7000-8000-000000000001".into(),
-        aggregate_type: Some("Order".into()),
-        aggregate_id: Some("order-1".into()),
-        event_type: "OrderCreated".into(),
-        destination_type: "NOOP".into(),
-        destination: "anywhere".into(),
-        payload: r#"{"order":1,"lines":[{"sku":"A-1","quantity":2}]}"#.into(),
-        headers: vec![("x-tenant".into(), "acme".into())],
-        metadata: r#"{"context":{},"delivery":{"outbox":{}}}"#.into(),
-        scheduled_at: None,
-        attempt: 0,
-        max_attempts: 5,
-        created_at: 1_700_000_000_000,
-    }
 }
