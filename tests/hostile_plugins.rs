@@ -12,7 +12,7 @@ use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::{HOSTILE, NOOP};
 use outbox_tests::scratch::ScratchDir;
 
-const TIMEOUT_MS: u64 = 300;
+const TIMEOUT_MS: u64 = 1000;
 const MEMORY_MB: u32 = 32;
 
 /// A guard against a test hanging forever; far above every limit under test.
