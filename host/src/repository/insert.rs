@@ -13,7 +13,7 @@ pub(crate) async fn insert_outbox(
     entry: &OutboxEntry,
     carrier_id: Uuid,
 ) -> Result<i64, sqlx::Error> {
-    let headers = (!entry.headers.is_empty()).then(|| Json(&entry.headers));
+    let headers = (!entry.headers.is_empty()).then_some(Json(&entry.headers));
     let metadata = match &entry.context {
         Some(context) => serde_json::json!({ "context": context }),
         None => serde_json::json!({}),
