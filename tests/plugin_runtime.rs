@@ -5,11 +5,11 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use outbox_host::plugins::mock::mock_envelope;
 use outbox_host::plugins::{
     CompileSource, EntryDisposition, Envelope, PluginSet, PluginState, PluginStatus,
     PublishCompleted, PublishOutcome, PublishResult, ScopeSummary, World,
 };
-use outbox_host::plugins::mock::mock_envelope;
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::plugin_engine::{test_engine, test_engine_with_cache};
 use outbox_tests::plugins::{NOOP, SCRIPTED, STATS, WEBHOOK};

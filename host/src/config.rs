@@ -58,6 +58,13 @@ pub struct PluginsConfig {
     pub cache_dir: Option<PathBuf>,
     /// Plugin instances alive at once, across all plugins (each reserves address space, not memory).
     pub max_instances: u32,
+    /// Filesystem events closer together than this wake the watcher once.
+    pub watch_debounce_ms: u64,
+    /// A changed file is loaded only once the directory has stayed unchanged (sizes, times) this
+    /// long, so a file still being written is never loaded half-way.
+    pub settle_ms: u64,
+    /// The directory is also re-read this often, in case the watcher missed an event.
+    pub rescan_interval_ms: u64,
 }
 
 impl Default for PluginsConfig {
@@ -66,6 +73,9 @@ impl Default for PluginsConfig {
             dir: PathBuf::from("./plugins"),
             cache_dir: None,
             max_instances: 1000,
+            watch_debounce_ms: 50,
+            settle_ms: 150,
+            rescan_interval_ms: 30_000,
         }
     }
 }
@@ -75,6 +85,18 @@ impl PluginsConfig {
         self.cache_dir
             .clone()
             .unwrap_or_else(|| self.dir.join(".cache"))
+    }
+
+    pub fn watch_debounce(&self) -> Duration {
+        Duration::from_millis(self.watch_debounce_ms)
+    }
+
+    pub fn settle(&self) -> Duration {
+        Duration::from_millis(self.settle_ms)
+    }
+
+    pub fn rescan_interval(&self) -> Duration {
+        Duration::from_millis(self.rescan_interval_ms)
     }
 }
 
@@ -344,6 +366,12 @@ impl Config {
             (
                 "plugins.max_instances",
                 u64::from(self.plugins.max_instances),
+            ),
+            ("plugins.watch_debounce_ms", self.plugins.watch_debounce_ms),
+            ("plugins.settle_ms", self.plugins.settle_ms),
+            (
+                "plugins.rescan_interval_ms",
+                self.plugins.rescan_interval_ms,
             ),
             ("relay.polling_interval_ms", self.relay.polling_interval_ms),
             ("relay.batch_size", u64::from(self.relay.batch_size)),

@@ -1,12 +1,14 @@
-//! The service `outbox-host run` starts: the database, the plugins, the relay loops, maintenance and
-//! the admin listener, all stopped by one cancellation token.
+//! The service `outbox-host run` starts: the database, the plugins and their watcher, the relay loops,
+//! maintenance and the admin listener, all stopped by one cancellation token.
 
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::database::{self, DatabaseError, Tables};
 use crate::maintenance::Maintenance;
 use crate::metrics::Metrics;
-use crate::plugins::{EngineConfig, PluginEngine, PluginError, PluginSet, PluginState};
+use crate::plugins::{
+    EngineConfig, PluginEngine, PluginError, PluginSet, PluginWatcher, WatchSettings, watcher,
+};
 use crate::relay::{Relay, RelaySettings};
 use crate::repository::OutboxRepository;
 use std::net::SocketAddr;
@@ -83,8 +85,14 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     });
     tracing::info!(%admin_addr, "admin listener up: /healthz /readyz /metrics /plugins");
 
+    let watch_settings = WatchSettings {
+        debounce: config.plugins.watch_debounce(),
+        settle: config.plugins.settle(),
+        rescan_interval: config.plugins.rescan_interval(),
+    };
+    let watcher = PluginWatcher::start(&config.plugins.dir, watch_settings).await?;
     let set = PluginSet::load_dir(&engine, &config.plugins.dir).await;
-    log_plugin_statuses(&set);
+    tracing::info!(dir = %config.plugins.dir.display(), plugins = %watcher::summary(&set), "plugins loaded");
     plugins_tx.send_replace(Arc::new(set));
     plugins_loaded.store(true, Ordering::Release);
 
@@ -98,14 +106,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     tasks.spawn(
         Maintenance::from_config(repository.clone(), metrics.clone(), config).run(shutdown.clone()),
     );
-    // Keeps the plugin set's sender alive for the service's lifetime.
-    tasks.spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            shutdown.cancelled().await;
-            drop(plugins_tx);
-        }
-    });
+    tasks.spawn(watcher.run(engine, plugins_tx, metrics.clone(), shutdown.clone()));
     Ok(RunningService {
         admin_addr,
         repository,
@@ -114,25 +115,6 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         shutdown,
         tasks,
     })
-}
-
-fn log_plugin_statuses(set: &PluginSet) {
-    for status in set.statuses() {
-        let file = status.file.display().to_string();
-        match status.state {
-            PluginState::Loaded => {
-                tracing::info!(%file, destination_type = ?status.destination_type, "plugin loaded")
-            }
-            PluginState::Failed => {
-                tracing::warn!(%file, error = status.last_error.as_deref().unwrap_or(""), "plugin not loaded; it claims nothing")
-            }
-            PluginState::Conflicting => tracing::warn!(
-                %file,
-                destination_type = ?status.destination_type,
-                "another plugin declares the same destination type; neither is used until that is resolved"
-            ),
-        }
-    }
 }
 
 impl RunningService {

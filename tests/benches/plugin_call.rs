@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_host::plugins::{EngineConfig, PluginEngine, PluginSet, PublishResult};
 use outbox_host::plugins::mock::mock_envelope;
+use outbox_host::plugins::{EngineConfig, PluginEngine, PluginSet, PublishResult};
 use outbox_tests::plugins::NOOP;
 use outbox_tests::scratch::ScratchDir;
 

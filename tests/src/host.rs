@@ -3,6 +3,7 @@
 
 use crate::db::{self, TestDb};
 use outbox_host::config::{Config, Strategy};
+use outbox_host::plugins::PluginSet;
 use outbox_host::service::{self, RunningService};
 use std::future::Future;
 use std::path::Path;
@@ -46,6 +47,22 @@ impl TestHost {
 
     pub async fn stop(self) {
         self.service.stop().await;
+    }
+
+    /// Waits until the plugin set in use satisfies `check` (it is checked on every swap); panics
+    /// naming `what` after `timeout`.
+    pub async fn wait_for_plugins(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl FnMut(&PluginSet) -> bool,
+    ) {
+        let mut plugins = self.service.plugins();
+        match tokio::time::timeout(timeout, plugins.wait_for(|set| check(set))).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => panic!("the host stopped while waiting until {what}"),
+            Err(_) => panic!("timed out after {timeout:?} waiting until {what}"),
+        }
     }
 }
 

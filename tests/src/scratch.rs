@@ -42,6 +42,22 @@ impl ScratchDir {
         target
     }
 
+    /// Puts `bytes` in as `name` the way the README deploys a plugin: written under a hidden
+    /// temporary name, then renamed into place, so the host never sees the file half-written.
+    pub fn deploy(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let temporary = self.path.join(format!(".{name}.tmp"));
+        std::fs::write(&temporary, bytes).expect("the scratch directory is writable");
+        let target = self.path.join(name);
+        std::fs::rename(&temporary, &target).expect("a rename within the directory");
+        target
+    }
+
+    /// Deploys the component at `component` as `<stem>.wasm` (see [`ScratchDir::deploy`]).
+    pub fn deploy_plugin(&self, stem: &str, component: &str) -> PathBuf {
+        let bytes = std::fs::read(component).expect("the plugin component is readable");
+        self.deploy(&format!("{stem}.wasm"), &bytes)
+    }
+
     pub fn remove(&self, name: &str) {
         std::fs::remove_file(self.path.join(name)).expect("the file exists");
     }

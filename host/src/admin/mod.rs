@@ -1,9 +1,11 @@
-//! The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text) and `/plugins` (JSON).
+//! The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text) and `/plugins` (JSON);
+//! and [`client`], how the command line asks it.
 
+pub mod client;
 mod plugins_json;
 mod row_counts;
 
-pub use plugins_json::plugin_statuses_json;
+pub use plugins_json::{PluginStatusJson, PluginsPage};
 
 use crate::metrics::Metrics;
 use crate::plugins::PluginSet;
@@ -105,5 +107,5 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
 
 async fn plugins(State(state): State<AdminState>) -> impl IntoResponse {
     let set = state.plugins.borrow().clone();
-    axum::Json(plugin_statuses_json(&set))
+    axum::Json(PluginsPage::of(&set))
 }

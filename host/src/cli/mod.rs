@@ -3,6 +3,7 @@
 //! `plugin test`, an outcome other than success), 2 bad configuration, usage or plugin load error.
 
 pub mod plugin;
+pub mod plugin_list;
 
 use crate::config::{Config, LogFormat};
 use crate::database::{self, SchemaName};

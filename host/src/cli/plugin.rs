@@ -1,6 +1,7 @@
 //! `outbox-host plugin test` and `outbox-host plugin inspect`: the mock envelope runner on the
 //! command line. Exit codes: 0 when every call succeeded, 1 for any other outcome, 2 when the plugin,
 //! its manifest or the envelope cannot be loaded (clap exits with 2 on usage errors too).
+//! `plugin list` asks a running host (see `plugin_list`).
 
 use std::fmt::Display;
 use std::io::Write;
@@ -28,6 +29,8 @@ pub enum PluginCommand {
     Test(TestArgs),
     /// Print a plugin's world, imports, destination type and claim scope.
     Inspect(InspectArgs),
+    /// List the plugins a running host has loaded, with their state and last error.
+    List(super::plugin_list::ListArgs),
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +79,7 @@ pub async fn run(args: PluginArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let result = match args.command {
         PluginCommand::Test(args) => test(args, out).await,
         PluginCommand::Inspect(args) => inspect(args, out).await,
+        PluginCommand::List(args) => return super::plugin_list::run(args, out, err).await,
     };
     result.unwrap_or_else(|message| {
         let _ = writeln!(err, "error: {message}");

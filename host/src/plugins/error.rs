@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::plugins::manifest::ManifestError;
 
-/// The engine could not be set up.
+/// The plugin runtime could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     #[error("cannot configure the WebAssembly engine: {0}")]
@@ -15,6 +15,9 @@ pub enum PluginError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Without a watch the plugins would lag the files, so the host does not start.
+    #[error("cannot watch the plugins directory {dir}: {source}")]
+    Watch { dir: PathBuf, source: notify::Error },
 }
 
 /// A plugin file was not loaded; its destination type claims nothing.

@@ -5,7 +5,8 @@
 //! - [`engine`]: the wasmtime engine (pooling allocator, epoch interruption, the linker with every
 //!   host capability) and [`cache`], the compiled-component cache on disk;
 //! - [`loader`]: one `<stem>.wasm` plus its [`manifest`], classified by world and pre-instantiated;
-//! - [`registry`]: a whole plugins directory as an immutable [`PluginSet`];
+//! - [`registry`]: a whole plugins directory as an immutable [`PluginSet`], and [`watcher`],
+//!   which swaps in a new set when the directory changes (hot reload);
 //! - [`handler`] and [`observer`]: what the relay calls; each call runs on an instance from the
 //!   plugin's `pool`, inside the `sandbox` (memory and time limits), with the host
 //!   [`capabilities`] the manifest grants;
@@ -26,6 +27,7 @@ mod pool;
 pub mod registry;
 mod sandbox;
 pub mod stats;
+pub mod watcher;
 
 pub use bindings::{
     EntryDisposition, Envelope, Failure, KafkaRecord, Level, ProduceResult, PublishCompleted,
@@ -39,5 +41,6 @@ pub use loader::{LoadedPlugin, Plugin, World};
 pub use manifest::{Limits, Manifest, ManifestError};
 pub use observer::ObserverPlugin;
 pub use pool::PoolPolicy;
-pub use registry::{PluginSet, PluginState, PluginStatus};
+pub use registry::{FileChange, PluginSet, PluginState, PluginStatus};
 pub use stats::CallStatsSnapshot;
+pub use watcher::{PluginWatcher, WatchSettings};

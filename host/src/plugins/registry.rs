@@ -52,6 +52,28 @@ pub struct PluginStatus {
     pub loaded_at: SystemTime,
 }
 
+/// How one file's plugin differs between an earlier set and a later one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    Added,
+    Removed,
+    /// New wasm or manifest bytes: a new plugin object, used from the next call.
+    Replaced,
+    /// The same bytes in another state or with another error: a conflict appeared or was settled.
+    StateChanged,
+}
+
+impl FileChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Removed => "removed",
+            Self::Replaced => "replaced",
+            Self::StateChanged => "state changed",
+        }
+    }
+}
+
 /// The bytes a plugin was loaded from; equal fingerprints load to equal plugins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fingerprint {
@@ -145,6 +167,51 @@ impl PluginSet {
     pub fn statuses(&self) -> impl Iterator<Item = &PluginStatus> {
         self.entries.iter().map(|entry| &entry.status)
     }
+
+    /// The files whose plugin differs from `earlier`'s, ordered by file; empty when the two sets
+    /// behave alike.
+    pub fn changes_since(&self, earlier: &PluginSet) -> Vec<(PathBuf, FileChange)> {
+        fn by_file(set: &PluginSet) -> BTreeMap<&Path, &Entry> {
+            set.entries
+                .iter()
+                .map(|entry| (entry.status.file.as_path(), entry))
+                .collect()
+        }
+        let (before, after) = (by_file(earlier), by_file(self));
+        let mut changes = Vec::new();
+        for (file, entry) in &after {
+            let change = match before.get(file) {
+                None => Some(FileChange::Added),
+                Some(old) if old.fingerprint != entry.fingerprint => Some(FileChange::Replaced),
+                Some(old)
+                    if old.status.state != entry.status.state
+                        || old.status.last_error != entry.status.last_error =>
+                {
+                    Some(FileChange::StateChanged)
+                }
+                Some(_) => None,
+            };
+            changes.extend(change.map(|change| (file.to_path_buf(), change)));
+        }
+        changes.extend(
+            before
+                .keys()
+                .filter(|file| !after.contains_key(*file))
+                .map(|file| (file.to_path_buf(), FileChange::Removed)),
+        );
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        changes
+    }
+}
+
+/// Whether `path` names a plugin's component or manifest: `<stem>.wasm` or `<stem>.toml`, not
+/// hidden. Hidden names are where a deploy writes a file before renaming it into place.
+pub(crate) fn is_plugin_file(path: &Path) -> bool {
+    let hidden = path
+        .file_name()
+        .is_none_or(|name| name.as_encoded_bytes().starts_with(b"."));
+    let extension = path.extension().and_then(|extension| extension.to_str());
+    !hidden && matches!(extension, Some("wasm" | "toml"))
 }
 
 /// The `.wasm` files at the top level of `dir`, by name.
@@ -153,9 +220,10 @@ async fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut listing = tokio::fs::read_dir(dir).await?;
     while let Some(item) = listing.next_entry().await? {
         let path = item.path();
-        let is_wasm = path
-            .extension()
-            .is_some_and(|extension| extension == "wasm");
+        let is_wasm = is_plugin_file(&path)
+            && path
+                .extension()
+                .is_some_and(|extension| extension == "wasm");
         if is_wasm
             && tokio::fs::metadata(&path)
                 .await

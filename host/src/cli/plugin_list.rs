@@ -1,0 +1,184 @@
+//! `outbox-host plugin list`: the `/plugins` page of a running host, as a table. Exit codes: 0 when
+//! listed, 1 when the admin endpoint cannot be reached or answers anything but a plugin list, 2 when
+//! the URL is not an `http://` URL.
+
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use super::{EXIT_FAILURE, EXIT_SUCCESS, EXIT_USAGE};
+use crate::admin::client::{self, AdminClientError};
+use crate::admin::{PluginStatusJson, PluginsPage};
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The host's admin endpoint (its `admin.listen` address).
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9464")]
+    pub admin: String,
+}
+
+const HEADER: [&str; 8] = [
+    "FILE",
+    "HASH",
+    "WORLD",
+    "TYPE",
+    "SCOPE",
+    "STATE",
+    "LOADED AT",
+    "LAST ERROR",
+];
+
+/// Enough of a SHA-256 to tell versions apart at a glance.
+const SHORT_HASH_LEN: usize = 12;
+
+pub async fn run(args: ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let url = format!("{}/plugins", args.admin.trim_end_matches('/'));
+    let body = match client::get(&url).await {
+        Ok(body) => body,
+        Err(error) => {
+            let _ = writeln!(err, "error: {error}");
+            return match error {
+                AdminClientError::InvalidUrl { .. } => EXIT_USAGE,
+                _ => EXIT_FAILURE,
+            };
+        }
+    };
+    let page: PluginsPage = match serde_json::from_slice(&body) {
+        Ok(page) => page,
+        Err(error) => {
+            let _ = writeln!(
+                err,
+                "error: {url} did not answer with a plugin list: {error}"
+            );
+            return EXIT_FAILURE;
+        }
+    };
+    let printed = if page.plugins.is_empty() {
+        writeln!(out, "no plugin files in the plugins directory")
+    } else {
+        write!(out, "{}", table(&page.plugins))
+    };
+    match printed {
+        Ok(()) => EXIT_SUCCESS,
+        Err(error) => {
+            let _ = writeln!(err, "error: cannot print the plugin list: {error}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// One line per plugin, columns padded to their widest cell; the last column is not padded.
+fn table(plugins: &[PluginStatusJson]) -> String {
+    let rows: Vec<[String; 8]> = std::iter::once(HEADER.map(str::to_owned))
+        .chain(plugins.iter().map(row))
+        .collect();
+    let mut widths = [0; 8];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    for row in &rows {
+        let (last, padded) = row.split_last().expect("eight columns");
+        for (cell, width) in padded.iter().zip(widths) {
+            text.push_str(&format!("{cell:<width$}  "));
+        }
+        text.push_str(last);
+        text.push('\n');
+    }
+    text
+}
+
+fn row(plugin: &PluginStatusJson) -> [String; 8] {
+    let shown = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
+    let file = std::path::Path::new(&plugin.file).file_name().map_or_else(
+        || plugin.file.clone(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    let hash = plugin.content_hash.as_deref().map_or_else(
+        || "-".to_owned(),
+        |hash| hash.chars().take(SHORT_HASH_LEN).collect(),
+    );
+    let loaded_at = DateTime::parse_from_rfc3339(&plugin.loaded_at).map_or_else(
+        |_| plugin.loaded_at.clone(),
+        |at| {
+            at.with_timezone(&Utc)
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string()
+        },
+    );
+    // A compile error spans several lines; a table row must not.
+    let last_error = plugin.last_error.as_deref().map_or_else(
+        || "-".to_owned(),
+        |error| error.split_whitespace().collect::<Vec<_>>().join(" "),
+    );
+    [
+        file,
+        hash,
+        shown(&plugin.world),
+        shown(&plugin.destination_type),
+        shown(&plugin.claim_scope),
+        plugin.state.clone(),
+        loaded_at,
+        last_error,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(file: &str, state: &str, last_error: Option<&str>) -> PluginStatusJson {
+        PluginStatusJson {
+            file: format!("/srv/plugins/{file}"),
+            content_hash: Some("0123456789abcdef0123456789abcdef".to_owned()),
+            world: Some("destination-handler".to_owned()),
+            destination_type: Some("WEBHOOK".to_owned()),
+            claim_scope: Some("destinations (2)".to_owned()),
+            state: state.to_owned(),
+            last_error: last_error.map(str::to_owned),
+            loaded_at: "2025-03-04T05:06:07.123456789+00:00".to_owned(),
+        }
+    }
+
+    #[test]
+    fn each_plugin_is_one_row_with_its_file_name_short_hash_and_state() {
+        let text = table(&[status("webhook.wasm", "loaded", None)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let cells: Vec<&str> = lines[1]
+            .split("  ")
+            .map(str::trim)
+            .filter(|cell| !cell.is_empty())
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "webhook.wasm",
+                "0123456789ab",
+                "destination-handler",
+                "WEBHOOK",
+                "destinations (2)",
+                "loaded",
+                "2025-03-04 05:06:07 UTC",
+                "-"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_multi_line_error_stays_on_its_row() {
+        let text = table(&[status(
+            "bad.wasm",
+            "failed",
+            Some("cannot compile:\n\nCaused by:\n  bad magic"),
+        )]);
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(
+            text.ends_with("cannot compile: Caused by: bad magic\n"),
+            "{text}"
+        );
+    }
+}
