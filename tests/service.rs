@@ -1,14 +1,22 @@
 //! The service as operators see it: the admin endpoint and the maintenance jobs, on a running host.
 
+use outbox_host::admin::client;
 use outbox_host::maintenance::{CleanupSettings, Job};
 use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
-use outbox_tests::http_get::get;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
 use std::time::Duration;
 
 const SETTLE: Duration = Duration::from_secs(30);
+
+/// The body of a 200 answer from the host's admin endpoint.
+async fn get(path: &str, host: &TestHost) -> String {
+    let body = client::get(&host.admin_url(path))
+        .await
+        .expect("the admin endpoint answers 200");
+    String::from_utf8(body.to_vec()).expect("a text body")
+}
 
 fn noop_dir(label: &str) -> ScratchDir {
     let dir = ScratchDir::new(label);
@@ -21,10 +29,7 @@ async fn healthz_answers_ok() {
     let db = TestDb::new().await;
     let dir = noop_dir("admin-healthz");
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    assert_eq!(
-        get(&host.admin_url("/healthz")).await,
-        (200, "ok\n".to_owned())
-    );
+    assert_eq!(get("/healthz", &host).await, "ok\n");
     host.stop().await;
 }
 
@@ -33,10 +38,7 @@ async fn readyz_is_ready_once_the_database_answers_and_plugins_are_loaded() {
     let db = TestDb::new().await;
     let dir = noop_dir("admin-readyz");
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    assert_eq!(
-        get(&host.admin_url("/readyz")).await,
-        (200, "ready\n".to_owned())
-    );
+    assert_eq!(get("/readyz", &host).await, "ready\n");
     host.stop().await;
 }
 
@@ -53,8 +55,7 @@ async fn metrics_count_outcomes_by_destination_type_in_prometheus_text() {
         db.count("PUBLISHED").await == 5
     })
     .await;
-    let (status, text) = get(&host.admin_url("/metrics")).await;
-    assert_eq!(status, 200);
+    let text = get("/metrics", &host).await;
     for expected in [
         "outbox_claimed_total{destination_type=\"NOOP\"} 5",
         "outbox_published_total{destination_type=\"NOOP\"} 5",
@@ -79,8 +80,7 @@ async fn plugins_lists_every_file_with_its_state() {
     let dir = noop_dir("admin-plugins");
     dir.write("broken.wasm", b"not a component");
     let host = TestHost::start(&host::config(&db, dir.path())).await;
-    let (status, body) = get(&host.admin_url("/plugins")).await;
-    assert_eq!(status, 200);
+    let body = get("/plugins", &host).await;
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     let plugins = json["plugins"].as_array().unwrap();
     assert_eq!(plugins.len(), 2);

@@ -4,7 +4,6 @@
 
 pub mod db;
 pub mod host;
-pub mod http_get;
 pub mod http_stub;
 pub mod log_capture;
 pub mod plugin_engine;
