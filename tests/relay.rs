@@ -3,6 +3,7 @@
 use outbox_host::api::OutboxEntry;
 use outbox_host::config::Strategy;
 use outbox_host::relay::LISTENER_APPLICATION_NAME;
+use outbox_host::service::APPLICATION_NAME;
 use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::http_stub::StubServer;
@@ -443,4 +444,39 @@ async fn two_hosts_on_one_database_never_publish_a_row_twice() {
     assert_eq!(claimers, 2, "both hosts took part");
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test]
+async fn the_relay_survives_losing_its_database_connections() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("relay-connections-lost");
+    dir.add_plugin("noop", plugins::NOOP);
+    let mut config = host::config(&db, dir.path());
+    config.relay.lease_timeout_ms = 1000;
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    let node = config.relay.node_id.clone().unwrap();
+    let host = TestHost::start(&config).await;
+    let mut terminated = 0;
+    for round in 0..5 {
+        let mut tx = db.pool.begin().await.unwrap();
+        for i in 0..100 {
+            let e = entry("NOOP", "x").aggregate("Order", format!("{round}-{}", i % 10));
+            db.outbox().publish(&mut tx, e).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        terminated += sqlx::query_scalar::<_, i64>(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind(format!("{APPLICATION_NAME} {node}"))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    }
+    assert!(terminated > 0, "the host's connections were cut");
+    wait_until("every row is published all the same", SETTLE, || async {
+        db.count("PUBLISHED").await == 500
+    })
+    .await;
+    assert_eq!(db.count("DEAD_LETTER").await, 0);
+    host.stop().await;
 }

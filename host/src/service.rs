@@ -19,6 +19,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+/// The `application_name` of the service's database connections, followed by the node id.
+pub const APPLICATION_NAME: &str = "outbox-host";
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
@@ -50,7 +53,11 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     if config.database.migrate {
         database::migrate(&options, schema.as_ref()).await?;
     }
-    let pool = database::connect(options, config.database.max_connections).await?;
+    let relay_settings = RelaySettings::from_config(&config.relay);
+    // Operators see which node a connection belongs to in pg_stat_activity.
+    let node_options =
+        options.application_name(&format!("{APPLICATION_NAME} {}", relay_settings.node_id));
+    let pool = database::connect(node_options, config.database.max_connections).await?;
     let repository = OutboxRepository::new(pool, Tables::new(schema));
     let metrics = Metrics::new();
     let engine = PluginEngine::new(EngineConfig {
@@ -100,7 +107,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         repository: repository.clone(),
         plugins: plugins.clone(),
         metrics: metrics.clone(),
-        settings: Arc::new(RelaySettings::from_config(&config.relay)),
+        settings: Arc::new(relay_settings),
     };
     tasks.spawn(relay.run(shutdown.clone()));
     tasks.spawn(
