@@ -52,113 +52,123 @@ impl Default for Metrics {
     }
 }
 
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("unique metric");
-    metric
-}
-
-fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
-    let metric = IntGauge::new(name, help).expect("valid metric");
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("unique metric");
-    metric
-}
-
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
         let by_type = &["destination_type"];
-        let publish_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "outbox_publish_duration_seconds",
-                "Time from calling a handler's publish to its result",
-            )
-            .buckets(vec![
-                0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
-                0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ]),
-            by_type,
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(publish_duration.clone()))
-            .expect("unique metric");
-        let rows = IntGaugeVec::new(
-            Opts::new(
-                "outbox_rows",
-                "Rows by state and destination type, sampled when scraped",
+        let publish_duration = register(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "outbox_publish_duration_seconds",
+                    "Time from calling a handler's publish to its result",
+                )
+                .buckets(vec![
+                    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
+                    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]),
+                by_type,
             ),
-            &["state", "destination_type"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(rows.clone()))
-            .expect("unique metric");
+        );
+        let rows = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "outbox_rows",
+                    "Rows by state and destination type, sampled when scraped",
+                ),
+                &["state", "destination_type"],
+            ),
+        );
         let inner = Inner {
-            claimed: counter(&registry, "outbox_claimed_total", "Rows claimed", by_type),
-            published: counter(
+            claimed: register(
                 &registry,
-                "outbox_published_total",
-                "Rows marked published",
-                by_type,
+                IntCounterVec::new(Opts::new("outbox_claimed_total", "Rows claimed"), by_type),
             ),
-            retried: counter(
+            published: register(
                 &registry,
-                "outbox_retried_total",
-                "Rows scheduled for another attempt",
-                by_type,
+                IntCounterVec::new(
+                    Opts::new("outbox_published_total", "Rows marked published"),
+                    by_type,
+                ),
             ),
-            dead_lettered: counter(
+            retried: register(
                 &registry,
-                "outbox_dead_lettered_total",
-                "Rows dead-lettered",
-                by_type,
+                IntCounterVec::new(
+                    Opts::new("outbox_retried_total", "Rows scheduled for another attempt"),
+                    by_type,
+                ),
             ),
-            deferred: counter(
+            dead_lettered: register(
                 &registry,
-                "outbox_deferred_total",
-                "Rows deferred (unresolvable or no handler)",
-                by_type,
+                IntCounterVec::new(
+                    Opts::new("outbox_dead_lettered_total", "Rows dead-lettered"),
+                    by_type,
+                ),
+            ),
+            deferred: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_deferred_total",
+                        "Rows deferred (unresolvable or no handler)",
+                    ),
+                    by_type,
+                ),
             ),
             publish_duration,
-            in_flight: gauge(&registry, "outbox_in_flight", "Publishes in flight"),
+            in_flight: register(
+                &registry,
+                IntGauge::new("outbox_in_flight", "Publishes in flight"),
+            ),
             rows,
-            listening: gauge(
+            listening: register(
                 &registry,
-                "outbox_listen_connected",
-                "1 while LISTEN is connected, 0 while polling only",
+                IntGauge::new(
+                    "outbox_listen_connected",
+                    "1 while LISTEN is connected, 0 while polling only",
+                ),
             ),
-            cycle_failures: counter(
+            cycle_failures: register(
                 &registry,
-                "outbox_cycle_failures_total",
-                "Relay cycles that failed, by reason",
-                &["reason"],
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_cycle_failures_total",
+                        "Relay cycles that failed, by reason",
+                    ),
+                    &["reason"],
+                ),
             ),
-            maintenance_runs: counter(
+            maintenance_runs: register(
                 &registry,
-                "outbox_maintenance_runs_total",
-                "Maintenance runs by job and result",
-                &["job", "result"],
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_maintenance_runs_total",
+                        "Maintenance runs by job and result",
+                    ),
+                    &["job", "result"],
+                ),
             ),
-            maintenance_rows: counter(
+            maintenance_rows: register(
                 &registry,
-                "outbox_maintenance_rows_total",
-                "Rows reclaimed or deleted by maintenance",
-                &["job", "table"],
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_maintenance_rows_total",
+                        "Rows reclaimed or deleted by maintenance",
+                    ),
+                    &["job", "table"],
+                ),
             ),
-            plugin_reloads: gauge_counter(
+            plugin_reloads: register(
                 &registry,
-                "outbox_plugin_reloads_total",
-                "Plugin directory reloads",
+                IntCounter::new("outbox_plugin_reloads_total", "Plugin directory reloads"),
             ),
-            plugin_reload_failures: gauge_counter(
+            plugin_reload_failures: register(
                 &registry,
-                "outbox_plugin_reload_failures_total",
-                "Plugin files that failed to load on a reload",
+                IntCounter::new(
+                    "outbox_plugin_reload_failures_total",
+                    "Plugin files that failed to load on a reload",
+                ),
             ),
             registry,
         };
@@ -290,14 +300,6 @@ impl Metrics {
     }
 }
 
-fn gauge_counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
-    let metric = IntCounter::new(name, help).expect("valid metric");
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("unique metric");
-    metric
-}
-
 /// Plugin figures live in the plugins themselves (atomics updated on every call); this turns the
 /// current set into metric families at scrape time, so a reloaded plugin starts from zero.
 struct PluginCollector {
@@ -371,4 +373,16 @@ impl Collector for PluginCollector {
         ]
         .concat()
     }
+}
+
+/// Registers a metric and hands it back; every metric of the service is registered exactly once.
+fn register<M: Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: prometheus::Result<M>,
+) -> M {
+    let metric = metric.expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
+    metric
 }
