@@ -59,7 +59,9 @@ pub(super) async fn run_loop(
     let mut again = true;
     let mut failures = 0u32;
     loop {
-        if state.landed.is_empty() && state.unrecorded.is_empty() && !again {
+        // Outcomes kept after a refusal wait for the next turn like everything else, so their
+        // tries on their own are spread out.
+        if state.landed.is_empty() && !again {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(joined) = state.publishes.join_next_with_id(), if !state.publishes.is_empty() => state.land(joined),
@@ -181,9 +183,14 @@ impl LoopState {
             );
             self.unrecorded.push(Unrecorded::new(landed, decision));
         }
-        if self.recording_failed {
+        let kept = if self.recording_failed {
             self.record_apart().await?;
-        }
+            // What is still kept was refused on its own: it waits for the next turn rather than
+            // fail this one's claim.
+            std::mem::take(&mut self.unrecorded)
+        } else {
+            Vec::new()
+        };
         let marks: Vec<Mark> = self
             .unrecorded
             .iter()
@@ -194,7 +201,7 @@ impl LoopState {
             .repository
             .mark_and_claim(&self.claimed_by, &marks, batch, &capabilities)
             .await;
-        match result {
+        let turned = match result {
             Ok(cycle) => {
                 let recorded = std::mem::take(&mut self.unrecorded);
                 self.settle(recorded.into_iter().zip(cycle.owned)).await;
@@ -205,10 +212,12 @@ impl LoopState {
             Err(error) => {
                 tracing::warn!(%error, claimed_by = %self.claimed_by, unrecorded = marks.len(), "relay turn failed; its outcomes are kept and recorded on their own next turn");
                 self.relay.metrics.cycle_failed("database");
-                self.recording_failed = !self.unrecorded.is_empty();
                 Err(())
             }
-        }
+        };
+        self.unrecorded.extend(kept);
+        self.recording_failed = !self.unrecorded.is_empty();
+        turned
     }
 
     /// Records the kept outcomes without the claim; settles what the database answered for. `Err`
@@ -218,7 +227,6 @@ impl LoopState {
         let apart = record_apart(&self.relay.repository, &self.claimed_by, outcomes).await;
         self.settle(apart.settled).await;
         self.unrecorded = apart.kept;
-        self.recording_failed = !self.unrecorded.is_empty();
         if apart.unreachable {
             self.relay.metrics.cycle_failed("database");
             return Err(());
