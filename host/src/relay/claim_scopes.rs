@@ -20,7 +20,8 @@ use tokio_util::task::AbortOnDropHandle;
 /// for a plugin that has turned slow, once; after that its calls run in the background and are no
 /// longer waited for, so other types lose no more time to it.
 pub(super) const SCOPE_TIME_LIMIT: Duration = Duration::from_millis(500);
-/// A failing scope fails every turn; it is logged when its reason changes, and then this often.
+/// A failing scope fails every turn (and a hostile one can flap): per type, a failure is logged at
+/// most this often, and a recovery only after a logged failure. The metric counts every failure.
 const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The answer of one call, and how long it took.
@@ -40,8 +41,10 @@ struct TypeState {
     /// The last call did not answer within [`SCOPE_TIME_LIMIT`]: the next one is not waited for;
     /// its answer is used by the first turn after it arrives in time.
     slow: bool,
-    /// The failure last logged, and when.
-    logged: Option<(ClaimScopeFailure, Instant)>,
+    /// When a failure was last logged.
+    logged_at: Option<Instant>,
+    /// A failure was logged and no recovery since.
+    failure_logged: bool,
 }
 
 struct Call {
@@ -125,7 +128,7 @@ impl ClaimScopes {
             match judge(joined) {
                 Ok(scope) => {
                     state.slow = false;
-                    if state.logged.take().is_some() {
+                    if std::mem::take(&mut state.failure_logged) {
                         tracing::info!(
                             destination_type,
                             "claim scope answers again; its rows are claimed again"
@@ -183,8 +186,8 @@ fn judge(joined: Result<Answer, JoinError>) -> Result<ClaimScope, ClaimScopeFail
     scope.check().map(|()| scope)
 }
 
-/// Counts the failure and logs it when its reason changed or the interval has passed. The log names
-/// the plugin, the type and the reason: never a target, never the plugin's own error text.
+/// Counts the failure and logs it unless its type logged one within the interval. The log names the
+/// plugin, the type and the reason: never a target, never the plugin's own error text.
 fn fail(
     state: &mut TypeState,
     destination_type: &str,
@@ -193,15 +196,22 @@ fn fail(
     metrics: &Metrics,
 ) {
     metrics.claim_scope_failed(destination_type, reason.label());
-    let repeated = state
-        .logged
-        .is_some_and(|(last, at)| last == reason && at.elapsed() < FAILURE_LOG_INTERVAL);
-    if !repeated {
-        let error = ClaimScopeError {
-            destination_type: destination_type.to_owned(),
-            reason,
-        };
-        tracing::warn!(plugin, destination_type, reason = reason.label(), "{error}");
-        state.logged = Some((reason, Instant::now()));
+    if state
+        .logged_at
+        .is_some_and(|at| at.elapsed() < FAILURE_LOG_INTERVAL)
+    {
+        return;
     }
+    let error = ClaimScopeError {
+        destination_type: destination_type.to_owned(),
+        reason,
+    };
+    tracing::warn!(
+        plugin,
+        destination_type,
+        reason = reason.label(),
+        "{error} (logged at most once a minute per type; outbox_claim_scope_failures_total counts each)"
+    );
+    state.logged_at = Some(Instant::now());
+    state.failure_logged = true;
 }

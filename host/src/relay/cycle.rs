@@ -287,13 +287,10 @@ impl LoopState {
     async fn settle(&mut self, settled: impl IntoIterator<Item = (Unrecorded, bool)>) {
         let metrics = &self.relay.metrics;
         let observed = !self.relay.plugins.borrow().observers().is_empty();
-        for (
-            Unrecorded {
+        for (outcome, recorded) in settled {
+            let Unrecorded {
                 landed, decision, ..
-            },
-            recorded,
-        ) in settled
-        {
+            } = outcome;
             let flight = landed.flight;
             if recorded {
                 let count = match decision.disposition {

@@ -91,7 +91,7 @@ pub struct ClaimScopeError {
     pub reason: ClaimScopeFailure,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimScopeFailure {
     #[error("supplier or its result failed")]
     SupplierFailed,
