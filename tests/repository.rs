@@ -3,7 +3,7 @@
 
 use chrono::{Duration as Delta, Utc};
 use outbox_host::repository::{
-    ClaimScope, ClaimScopeFailure, Mark, RelayCapabilities, RepositoryError,
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_LAST_ERROR_CHARS, Mark, RelayCapabilities,
 };
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
@@ -27,13 +27,13 @@ fn ids(records: &[outbox_host::repository::OutboxRecord]) -> Vec<i64> {
     records.iter().map(|r| r.id).collect()
 }
 
-fn scope_failure(
-    result: Result<Vec<outbox_host::repository::OutboxRecord>, RepositoryError>,
-) -> ClaimScopeFailure {
-    match result {
-        Err(RepositoryError::ClaimScope(error)) => error.reason,
-        other => panic!("expected a claim-scope error, got {other:?}"),
-    }
+/// Why `caps` refuses the scope of `destination_type`.
+fn scope_failure(caps: &RelayCapabilities, destination_type: &str) -> ClaimScopeFailure {
+    let (_, scope) = caps
+        .iter()
+        .find(|(t, _)| *t == destination_type)
+        .expect("the type has a scope");
+    scope.check().expect_err("the scope is refused")
 }
 
 // --- claim scopes ---------------------------------------------------------------------------------
@@ -102,23 +102,42 @@ async fn only_empty_destination_scopes_claim_nothing() {
 }
 
 #[tokio::test]
-async fn a_blank_target_fails_the_whole_cycle() {
+async fn a_blank_target_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
-    db.publish(entry("A", "x")).await;
+    let a = db.publish(entry("A", "x")).await;
+    db.publish(entry("B", "ok")).await;
     let caps = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
-    let result = db.repository().claim_batch(10, NODE, &caps).await;
-    assert_eq!(scope_failure(result), ClaimScopeFailure::BlankElement);
+    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::BlankElement);
+    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
 
 #[tokio::test]
-async fn a_target_over_255_characters_fails_the_whole_cycle() {
+async fn a_target_over_255_characters_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
-    db.publish(entry("A", "x")).await;
+    let a = db.publish(entry("A", "x")).await;
     let long = "t".repeat(256);
-    let caps = destinations("B", &[&long]).with("A", ClaimScope::All);
-    let result = db.repository().claim_batch(10, NODE, &caps).await;
-    assert_eq!(scope_failure(result), ClaimScopeFailure::ElementTooLong);
+    db.publish(entry("B", "t")).await;
+    let caps = destinations("B", &["t", &long]).with("A", ClaimScope::All);
+    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::ElementTooLong);
+    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(ids(&claimed), vec![a]);
+    assert_eq!(db.count("PENDING").await, 1);
+}
+
+#[tokio::test]
+async fn a_target_with_a_nul_byte_fails_closed_for_its_own_type_only() {
+    let db = TestDb::new().await;
+    let a = db.publish(entry("A", "x")).await;
+    db.publish(entry("B", "ok")).await;
+    let caps = destinations("B", &["ok", "bad\0target"]).with("A", ClaimScope::All);
+    assert_eq!(
+        scope_failure(&caps, "B"),
+        ClaimScopeFailure::ControlCharacter
+    );
+    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
 
@@ -136,15 +155,17 @@ async fn a_target_of_exactly_255_characters_is_accepted() {
 }
 
 #[tokio::test]
-async fn more_than_10000_targets_fail_the_whole_cycle() {
+async fn more_than_10000_targets_fail_closed_for_their_own_type_only() {
     let db = TestDb::new().await;
-    db.publish(entry("A", "x")).await;
+    let a = db.publish(entry("A", "x")).await;
+    db.publish(entry("B", "t1")).await;
     let targets: Vec<String> = (0..10_001).map(|i| format!("t{i}")).collect();
     let caps = RelayCapabilities::new()
         .with("B", ClaimScope::Destinations(targets))
         .with("A", ClaimScope::All);
-    let result = db.repository().claim_batch(10, NODE, &caps).await;
-    assert_eq!(scope_failure(result), ClaimScopeFailure::TooManyTargets);
+    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::TooManyTargets);
+    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(ids(&claimed), vec![a]);
 }
 
 #[tokio::test]
@@ -160,23 +181,24 @@ async fn exactly_10000_targets_are_accepted() {
 }
 
 #[tokio::test]
-async fn an_unavailable_scope_fails_the_whole_cycle() {
+async fn an_unavailable_scope_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
-    db.publish(entry("A", "x")).await;
+    let a = db.publish(entry("A", "x")).await;
+    db.publish(entry("B", "x")).await;
     let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
-    let result = db.repository().claim_batch(10, NODE, &caps).await;
-    assert_eq!(scope_failure(result), ClaimScopeFailure::SupplierFailed);
+    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::SupplierFailed);
+    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(ids(&claimed), vec![a]);
 }
 
 #[tokio::test]
 async fn a_claim_scope_error_names_the_type_and_reason_but_never_a_target() {
-    let db = TestDb::new().await;
     let secret = format!("tenant-secret-{}", "z".repeat(250));
-    let error = db
-        .repository()
-        .claim_batch(10, NODE, &destinations("WEBHOOK", &[&secret]))
-        .await
-        .unwrap_err();
+    let caps = destinations("WEBHOOK", &[&secret]);
+    let error = ClaimScopeError {
+        destination_type: "WEBHOOK".into(),
+        reason: scope_failure(&caps, "WEBHOOK"),
+    };
     let message = error.to_string();
     assert!(message.contains("WEBHOOK"), "{message}");
     assert!(
@@ -564,6 +586,27 @@ async fn mark_dead_letter_records_the_error_and_counts_the_attempt() {
 }
 
 #[tokio::test]
+async fn a_hostile_error_is_stored_sanitized_and_cut() {
+    let db = TestDb::new().await;
+    let id = claimed_row(&db).await;
+    let message = format!("bad\0byte\r\nforged line{}", "x".repeat(10_000));
+    assert!(
+        db.repository()
+            .mark_dead_letter(id, NODE, &message, Some("evil\0type"))
+            .await
+            .unwrap()
+    );
+    let row = db.repository().find(id).await.unwrap().unwrap();
+    let last_error = row.last_error.unwrap();
+    assert!(
+        last_error.starts_with("bad?byte??forged line"),
+        "{last_error:.40}"
+    );
+    assert_eq!(last_error.chars().count(), MAX_LAST_ERROR_CHARS);
+    assert_eq!(row.error_type.as_deref(), Some("evil_type"));
+}
+
+#[tokio::test]
 async fn mark_dead_letter_answers_false_for_a_row_another_node_owns() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
@@ -641,14 +684,15 @@ async fn mark_and_claim_claims_the_next_row_of_a_just_finished_aggregate() {
         .await
         .unwrap();
     assert_eq!(cycle.owned, vec![true]);
-    assert_eq!(ids(&cycle.claimed.unwrap()), vec![sibling]);
+    assert_eq!(ids(&cycle.claimed), vec![sibling]);
 }
 
 #[tokio::test]
-async fn mark_and_claim_records_marks_even_when_a_claim_scope_fails() {
+async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_fails() {
     let db = TestDb::new().await;
     let id = claimed_row(&db).await;
-    db.publish(entry("A", "x")).await;
+    let a = db.publish(entry("A", "x")).await;
+    db.publish(entry("B", "x")).await;
     let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
     let cycle = db
         .repository()
@@ -656,10 +700,7 @@ async fn mark_and_claim_records_marks_even_when_a_claim_scope_fails() {
         .await
         .unwrap();
     assert_eq!(cycle.owned, vec![true]);
-    assert_eq!(
-        cycle.claimed.unwrap_err().reason,
-        ClaimScopeFailure::SupplierFailed
-    );
+    assert_eq!(ids(&cycle.claimed), vec![a]);
     assert_eq!(db.state_of(id).await, "PUBLISHED");
     assert_eq!(db.count("PENDING").await, 1);
 }

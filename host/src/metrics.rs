@@ -40,6 +40,7 @@ struct Inner {
     rows: IntGaugeVec,
     listening: IntGauge,
     cycle_failures: IntCounterVec,
+    claim_scope_failures: IntCounterVec,
     maintenance_runs: IntCounterVec,
     maintenance_rows: IntCounterVec,
     plugin_reloads: IntCounter,
@@ -139,6 +140,16 @@ impl Metrics {
                     &["reason"],
                 ),
             ),
+            claim_scope_failures: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_claim_scope_failures_total",
+                        "Claim-scope calls that failed closed for their destination type, by reason",
+                    ),
+                    &["destination_type", "reason"],
+                ),
+            ),
             maintenance_runs: register(
                 &registry,
                 IntCounterVec::new(
@@ -229,6 +240,13 @@ impl Metrics {
 
     pub fn cycle_failed(&self, reason: &str) {
         self.inner.cycle_failures.with_label_values(&[reason]).inc();
+    }
+
+    pub fn claim_scope_failed(&self, destination_type: &str, reason: &str) {
+        self.inner
+            .claim_scope_failures
+            .with_label_values(&[destination_type, reason])
+            .inc();
     }
 
     pub fn maintenance_run(&self, job: &str, ok: bool) {

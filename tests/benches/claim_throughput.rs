@@ -106,11 +106,10 @@ async fn claim_until_done(
                     .unwrap()
             }
             Marking::Combined => {
-                let cycle = repo
-                    .mark_and_claim(&claimed_by, &marks, batch, &capabilities)
+                repo.mark_and_claim(&claimed_by, &marks, batch, &capabilities)
                     .await
-                    .unwrap();
-                cycle.claimed.unwrap()
+                    .unwrap()
+                    .claimed
             }
         };
         published.fetch_add(marks.len() as u64, Ordering::Relaxed);

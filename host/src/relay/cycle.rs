@@ -1,11 +1,15 @@
 //! One relay loop. Each turn records the outcomes that finished since the last turn and claims the
 //! next batch in the same transaction, then hands every claimed row to its plugin in a task of its own
-//! (outside the claim transaction), keeping at most `max_in_flight` publishes running.
+//! (outside the claim transaction), keeping at most `max_in_flight` publishes running. A turn that
+//! fails keeps its outcomes, and the next turn records them apart from the claim (`record.rs`), so a
+//! finished publish is recorded once the database accepts it, never dropped and never counted twice.
 
+use super::Relay;
+use super::claim_scopes::ClaimScopes;
 use super::envelope;
 use super::observers::ObserverFeed;
-use super::outcome::{Attempted, Decision, decide};
-use super::{Relay, capabilities};
+use super::outcome::{Attempted, decide};
+use super::record::{Unrecorded, record_apart};
 use crate::metrics::Metrics;
 use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
 use crate::repository::{Mark, OutboxRecord, RelayCapabilities};
@@ -29,7 +33,7 @@ struct Flight {
 }
 
 /// A flight that has landed: how its attempt ended.
-struct Landed {
+pub(super) struct Landed {
     flight: Flight,
     attempted: Attempted,
     elapsed: Duration,
@@ -37,8 +41,9 @@ struct Landed {
 
 /// After a failed turn (database down), wait this long at first, doubling up to the polling interval.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
-/// A claim-scope failure repeats every turn; it is logged when it changes, and then this often.
-const SCOPE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// At shutdown, turns spent recording what has landed: enough for an outcome the database refuses
+/// to be dead-lettered instead (`record.rs`).
+const SHUTDOWN_RECORD_TURNS: u32 = 4;
 
 pub(super) async fn run_loop(
     relay: Relay,
@@ -54,6 +59,8 @@ pub(super) async fn run_loop(
     let mut again = true;
     let mut failures = 0u32;
     loop {
+        // Outcomes kept after a refusal wait for the next turn like everything else, so their
+        // tries on their own are spread out.
         if state.landed.is_empty() && !again {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -96,8 +103,12 @@ struct LoopState {
     publishes: JoinSet<(Attempted, Duration)>,
     flights: HashMap<Id, Flight>,
     landed: Vec<Landed>,
+    /// Decided outcomes not recorded yet: those of a failed turn wait here for the next.
+    unrecorded: Vec<Unrecorded>,
+    /// The last turn failed with outcomes to record: the next records them apart from its claim.
+    recording_failed: bool,
     observers: ObserverFeed,
-    last_scope_error: Option<(String, Instant)>,
+    scopes: ClaimScopes,
 }
 
 impl LoopState {
@@ -109,8 +120,10 @@ impl LoopState {
             publishes: JoinSet::new(),
             flights: HashMap::new(),
             landed: Vec::new(),
+            unrecorded: Vec::new(),
+            recording_failed: false,
             observers,
-            last_scope_error: None,
+            scopes: ClaimScopes::default(),
         }
     }
 
@@ -138,8 +151,9 @@ impl LoopState {
     }
 
     /// Records what has landed and, when `claiming`, claims as many rows as there are free slots, in
-    /// one transaction. `Ok(true)` when the claim came back full (more work is likely waiting); `Err`
-    /// when the database could not be reached.
+    /// one transaction (after a failed turn, the kept outcomes are recorded on their own first).
+    /// `Ok(true)` when the claim came back full (more work is likely waiting); `Err` when the turn
+    /// failed, its outcomes kept for the next.
     async fn turn(&mut self, claiming: bool) -> Result<bool, ()> {
         let settings = self.relay.settings.clone();
         let free = (settings.max_in_flight as usize).saturating_sub(self.flights.len());
@@ -152,54 +166,72 @@ impl LoopState {
         };
         let plugins = self.relay.plugins.borrow().clone();
         let capabilities = if batch > 0 {
-            capabilities::ask(&plugins).await
+            self.scopes.ask(&plugins, &self.relay.metrics).await
         } else {
             RelayCapabilities::new()
         };
         let now = Utc::now();
-        let landed = std::mem::take(&mut self.landed);
-        let decisions: Vec<Decision> = landed
+        for landed in std::mem::take(&mut self.landed) {
+            let flight = &landed.flight;
+            let decision = decide(
+                flight.id,
+                flight.attempt,
+                flight.max_attempts,
+                landed.attempted.clone(),
+                &settings,
+                now,
+            );
+            self.unrecorded.push(Unrecorded::new(landed, decision));
+        }
+        let kept = if self.recording_failed {
+            self.record_apart().await?;
+            // What is still kept was refused on its own: it waits for the next turn rather than
+            // fail this one's claim.
+            std::mem::take(&mut self.unrecorded)
+        } else {
+            Vec::new()
+        };
+        let marks: Vec<Mark> = self
+            .unrecorded
             .iter()
-            .map(|l| {
-                decide(
-                    l.flight.id,
-                    l.flight.attempt,
-                    l.flight.max_attempts,
-                    l.attempted.clone(),
-                    &settings,
-                    now,
-                )
-            })
+            .map(|outcome| outcome.decision.mark.clone())
             .collect();
-        let marks: Vec<Mark> = decisions.iter().map(|d| d.mark.clone()).collect();
         let result = self
             .relay
             .repository
             .mark_and_claim(&self.claimed_by, &marks, batch, &capabilities)
             .await;
-        let (owned, claimed) = match result {
-            Ok(cycle) => (cycle.owned, Some(cycle.claimed)),
-            Err(error) => {
-                tracing::warn!(%error, claimed_by = %self.claimed_by, "relay turn failed; retrying");
-                self.relay.metrics.cycle_failed("database");
-                (vec![false; marks.len()], None)
-            }
-        };
-        self.settle(landed, decisions, owned).await;
-        match claimed {
-            None => Err(()),
-            Some(Err(scope_error)) => {
-                self.log_scope_error(scope_error.to_string());
-                self.relay.metrics.cycle_failed("claim_scope");
-                Ok(false)
-            }
-            Some(Ok(rows)) => {
-                self.last_scope_error = None;
-                let full = batch > 0 && rows.len() == batch as usize;
-                self.dispatch(&plugins, rows);
+        let turned = match result {
+            Ok(cycle) => {
+                let recorded = std::mem::take(&mut self.unrecorded);
+                self.settle(recorded.into_iter().zip(cycle.owned)).await;
+                let full = batch > 0 && cycle.claimed.len() == batch as usize;
+                self.dispatch(&plugins, cycle.claimed);
                 Ok(full)
             }
+            Err(error) => {
+                tracing::warn!(%error, claimed_by = %self.claimed_by, unrecorded = marks.len(), "relay turn failed; its outcomes are kept and recorded on their own next turn");
+                self.relay.metrics.cycle_failed("database");
+                Err(())
+            }
+        };
+        self.unrecorded.extend(kept);
+        self.recording_failed = !self.unrecorded.is_empty();
+        turned
+    }
+
+    /// Records the kept outcomes without the claim; settles what the database answered for. `Err`
+    /// when it could not be reached: the rest stays for the next turn.
+    async fn record_apart(&mut self) -> Result<(), ()> {
+        let outcomes = std::mem::take(&mut self.unrecorded);
+        let apart = record_apart(&self.relay.repository, &self.claimed_by, outcomes).await;
+        self.settle(apart.settled).await;
+        self.unrecorded = apart.kept;
+        if apart.unreachable {
+            self.relay.metrics.cycle_failed("database");
+            return Err(());
         }
+        Ok(())
     }
 
     /// Hands each row to its handler in a task of its own. The envelope is built before the handler
@@ -250,11 +282,15 @@ impl LoopState {
         }
     }
 
-    /// Counts the recorded outcomes and tells the observers, in order, once the marks have settled.
-    async fn settle(&mut self, landed: Vec<Landed>, decisions: Vec<Decision>, owned: Vec<bool>) {
+    /// Counts the recorded outcomes and tells the observers, in order, once the marks have settled:
+    /// each outcome exactly once, with whether its mark was recorded.
+    async fn settle(&mut self, settled: impl IntoIterator<Item = (Unrecorded, bool)>) {
         let metrics = &self.relay.metrics;
         let observed = !self.relay.plugins.borrow().observers().is_empty();
-        for ((landed, decision), recorded) in landed.into_iter().zip(decisions).zip(owned) {
+        for (outcome, recorded) in settled {
+            let Unrecorded {
+                landed, decision, ..
+            } = outcome;
             let flight = landed.flight;
             if recorded {
                 let count = match decision.disposition {
@@ -289,17 +325,6 @@ impl LoopState {
         }
     }
 
-    fn log_scope_error(&mut self, message: String) {
-        let repeated = self
-            .last_scope_error
-            .as_ref()
-            .is_some_and(|(last, at)| *last == message && at.elapsed() < SCOPE_ERROR_LOG_INTERVAL);
-        if !repeated {
-            tracing::warn!(claimed_by = %self.claimed_by, "{message}");
-            self.last_scope_error = Some((message, Instant::now()));
-        }
-    }
-
     /// On shutdown: claim nothing more, let publishes in flight finish within the grace period and
     /// record them; whatever is still running then is abandoned and stays PROCESSING until lease
     /// recovery.
@@ -318,10 +343,21 @@ impl LoopState {
             tracing::warn!(abandoned, claimed_by = %self.claimed_by, "shutdown grace ended; unfinished rows stay PROCESSING until lease recovery");
             self.relay.metrics.in_flight(-(abandoned as i64));
         }
-        if !self.landed.is_empty() && self.turn(false).await.is_err() {
+        for attempt in 0..SHUTDOWN_RECORD_TURNS {
+            let done = self.landed.is_empty() && self.unrecorded.is_empty();
+            if done || (attempt > 0 && tokio::time::Instant::now() >= deadline) {
+                break;
+            }
+            let _ = self.turn(false).await;
+        }
+        if !self.unrecorded.is_empty() {
             tracing::warn!(
+                unrecorded = self.unrecorded.len(),
                 "recording outcomes at shutdown failed; those rows stay PROCESSING until lease recovery"
             );
+            let unrecorded = std::mem::take(&mut self.unrecorded);
+            self.settle(unrecorded.into_iter().map(|outcome| (outcome, false)))
+                .await;
         }
         let remaining = deadline
             .saturating_duration_since(tokio::time::Instant::now())

@@ -2,19 +2,22 @@
 //! outcome, and tells the observers (seed 000 "Relay cycle", steps 1–10).
 //!
 //! - `cycle.rs`: one relay loop: mark finished rows and claim the next batch, dispatch publishes;
+//! - `record.rs`: after a failed turn, recording its outcomes apart from the claim;
 //! - `envelope.rs`: a claimed row as the envelope plugins receive;
 //! - `outcome.rs`: what a publish result means for the row (published, retry, dead letter, deferred);
 //! - `backoff.rs`: the retry delay;
-//! - `capabilities.rs`: the claim scopes of the loaded handlers, asked each cycle;
+//! - `claim_scopes.rs`: the claim scopes of the loaded handlers, asked each turn, failing closed per
+//!   destination type;
 //! - `observers.rs`: publish observers, notified once per attempt after the mark settles;
 //! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net.
 
 mod backoff;
-mod capabilities;
+mod claim_scopes;
 mod cycle;
 mod envelope;
 mod observers;
 mod outcome;
+mod record;
 mod wakeup;
 
 pub use backoff::Backoff;

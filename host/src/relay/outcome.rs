@@ -2,13 +2,8 @@
 
 use super::RelaySettings;
 use crate::plugins::{CallError, EntryDisposition, PublishOutcome, PublishResult};
-use crate::repository::Mark;
+use crate::repository::{Mark, stored_error, stored_error_type};
 use chrono::{DateTime, Utc};
-
-/// `last_error` is TEXT, but a plugin's message is bounded so one row cannot grow without limit.
-const MAX_ERROR_CHARS: usize = 4000;
-/// The `error_type` column is VARCHAR(500).
-const MAX_ERROR_TYPE_CHARS: usize = 500;
 
 /// How an attempt ended, before the relay decides what that means for the row.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +56,8 @@ pub(super) struct Decision {
 
 /// Success → published; retryable → retry with backoff, or dead letter once the incremented attempt
 /// reaches `max_attempts`; permanent → dead letter; unresolvable or no handler → deferred, attempt
-/// unchanged.
+/// unchanged. A plugin's message and error type are hostile input: they are decided in the form they
+/// are stored in (sanitized, cut), which is also what observers see.
 pub(super) fn decide(
     id: i64,
     attempt: u32,
@@ -82,8 +78,8 @@ pub(super) fn decide(
             message,
             error_type,
         } => {
-            let error_type = error_type.map(|t| cut(&t, MAX_ERROR_TYPE_CHARS));
-            let last_error = cut(&message, MAX_ERROR_CHARS);
+            let error_type = error_type.as_deref().and_then(stored_error_type);
+            let last_error = stored_error(&message);
             let new_attempt = attempt.saturating_add(1);
             if new_attempt >= max_attempts {
                 return Decision {
@@ -117,11 +113,11 @@ pub(super) fn decide(
             message,
             error_type,
         } => {
-            let error_type = error_type.map(|t| cut(&t, MAX_ERROR_TYPE_CHARS));
+            let error_type = error_type.as_deref().and_then(stored_error_type);
             Decision {
                 mark: Mark::DeadLetter {
                     id,
-                    last_error: cut(&message, MAX_ERROR_CHARS),
+                    last_error: stored_error(&message),
                     error_type: error_type.clone(),
                 },
                 outcome: PublishOutcome::PermanentFailure,
@@ -143,14 +139,11 @@ pub(super) fn decide(
     }
 }
 
-fn cut(text: &str, max_chars: usize) -> String {
-    text.chars().take(max_chars).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::RelayConfig;
+    use crate::repository::{MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS};
 
     fn settings() -> RelaySettings {
         RelaySettings::from_config(&RelayConfig::default())
@@ -227,12 +220,33 @@ mod tests {
     }
 
     #[test]
-    fn a_long_error_type_is_cut_to_the_column() {
+    fn a_long_error_type_is_cut_to_a_short_token() {
         let attempted = Attempted::Permanent {
             message: "x".into(),
             error_type: Some("t".repeat(900)),
         };
         let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
-        assert_eq!(decision.error_type.unwrap().len(), 500);
+        assert_eq!(decision.error_type.unwrap().len(), MAX_ERROR_TYPE_CHARS);
+    }
+
+    #[test]
+    fn a_hostile_message_and_error_type_are_decided_in_their_stored_form() {
+        let attempted = Attempted::Retryable {
+            message: format!("bad\0byte\r\n2024-01-01 INFO forged{}", "x".repeat(10_000)),
+            error_type: Some("evil\0type\n".into()),
+        };
+        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        let Mark::Retry {
+            last_error,
+            error_type,
+            ..
+        } = decision.mark
+        else {
+            panic!("expected a retry")
+        };
+        assert!(last_error.starts_with("bad?byte??2024-01-01 INFO forged"));
+        assert_eq!(last_error.chars().count(), MAX_LAST_ERROR_CHARS);
+        assert_eq!(error_type.as_deref(), Some("evil_type_"));
+        assert_eq!(decision.error_type, error_type);
     }
 }

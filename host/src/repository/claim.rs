@@ -2,10 +2,7 @@
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::record_marks;
-use super::{
-    ClaimScopeError, Mark, OutboxRecord, OutboxRepository, RelayCapabilities, RepositoryError,
-    Statements,
-};
+use super::{Mark, OutboxRecord, OutboxRepository, RelayCapabilities, RepositoryError, Statements};
 use sqlx::PgConnection;
 
 /// The result of [`OutboxRepository::mark_and_claim`]: the marks' owner answers, and the claim.
@@ -13,21 +10,23 @@ use sqlx::PgConnection;
 pub struct MarkAndClaim {
     /// One answer per mark, in order: true when this node still owned the row.
     pub owned: Vec<bool>,
-    /// The claimed rows in id order, or why the cycle claimed nothing.
-    pub claimed: Result<Vec<OutboxRecord>, ClaimScopeError>,
+    /// The claimed rows in id order.
+    pub claimed: Vec<OutboxRecord>,
 }
 
 impl OutboxRepository {
     /// Claims up to `batch_size` rows this node can deliver (`capabilities`), skipping rows other
-    /// claimers hold, and returns them in id order. A misbehaving claim scope fails the whole cycle
-    /// before any statement runs; a filter that can match nothing runs no statement at all.
+    /// claimers hold, and returns them in id order. A scope that fails [`ClaimScope::check`] leaves
+    /// out its own destination type only; a filter that can match nothing runs no statement at all.
+    ///
+    /// [`ClaimScope::check`]: super::ClaimScope::check
     pub async fn claim_batch(
         &self,
         batch_size: u32,
         claimed_by: &str,
         capabilities: &RelayCapabilities,
     ) -> Result<Vec<OutboxRecord>, RepositoryError> {
-        let Eligibility::Filter { sql, binds } = eligibility(capabilities, 3)? else {
+        let Eligibility::Filter { sql, binds } = eligibility(capabilities, 3) else {
             return Ok(Vec::new());
         };
         let mut conn = self.pool.acquire().await?;
@@ -36,7 +35,8 @@ impl OutboxRepository {
 
     /// Records `marks` and claims the next batch in one transaction: one commit instead of two, and
     /// the claim already sees the rows just marked, so the next row of each finished aggregate is
-    /// claimable at once. A misbehaving claim scope still lets the marks through.
+    /// claimable at once. If any mark is refused, nothing of the turn is recorded or claimed: the
+    /// caller then records the marks on their own ([`OutboxRepository::mark_batch`]).
     pub async fn mark_and_claim(
         &self,
         claimed_by: &str,
@@ -44,22 +44,23 @@ impl OutboxRepository {
         batch_size: u32,
         capabilities: &RelayCapabilities,
     ) -> Result<MarkAndClaim, RepositoryError> {
-        let filter = eligibility(capabilities, 3);
-        let claims_nothing = batch_size == 0 || matches!(filter, Ok(Eligibility::Nothing) | Err(_));
-        if claims_nothing && marks.is_empty() {
+        let filter = match eligibility(capabilities, 3) {
+            Eligibility::Filter { sql, binds } if batch_size > 0 => Some((sql, binds)),
+            _ => None,
+        };
+        if filter.is_none() && marks.is_empty() {
             return Ok(MarkAndClaim {
                 owned: Vec::new(),
-                claimed: filter.map(|_| Vec::new()),
+                claimed: Vec::new(),
             });
         }
         let mut tx = self.pool.begin().await?;
         let owned = record_marks(&mut tx, &self.sql, claimed_by, marks).await?;
         let claimed = match filter {
-            Ok(Eligibility::Filter { sql, binds }) if batch_size > 0 => {
-                Ok(claim(&mut tx, &self.sql, &sql, binds, batch_size, claimed_by).await?)
+            Some((sql, binds)) => {
+                claim(&mut tx, &self.sql, &sql, binds, batch_size, claimed_by).await?
             }
-            Ok(_) => Ok(Vec::new()),
-            Err(error) => Err(error),
+            None => Vec::new(),
         };
         tx.commit().await?;
         Ok(MarkAndClaim { owned, claimed })

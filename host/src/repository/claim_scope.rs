@@ -1,8 +1,10 @@
 //! What this node may claim: one claim scope per destination type, turned into the claim's SQL filter.
+//! A scope that cannot be used fails closed for its own destination type only (DESIGN §5): that type
+//! is left out of the filter and every other type is claimed as usual.
 
 use std::collections::BTreeMap;
 
-/// Limits on a `Destinations` scope; past them the whole claim cycle fails closed.
+/// Limits on a `Destinations` scope; past them the scope is refused.
 pub const MAX_TARGETS: usize = 10_000;
 pub const MAX_TARGET_CHARS: usize = 255;
 
@@ -12,8 +14,37 @@ pub enum ClaimScope {
     All,
     /// Only rows whose `destination` is listed; an empty list claims nothing.
     Destinations(Vec<String>),
-    /// Asking for the scope failed (the plugin trapped or timed out).
+    /// Asking for the scope failed (the plugin trapped or did not answer in time): nothing of the
+    /// type is claimed.
     Unavailable,
+}
+
+impl ClaimScope {
+    /// Seed 000's `ClaimScopeException` table (a blank element, an element over 255 characters, more
+    /// than 10,000 elements, a failed supplier) plus control characters, which no destination holds
+    /// and which would fail the claim statement (NUL) or forge log lines.
+    pub fn check(&self) -> Result<(), ClaimScopeFailure> {
+        let targets = match self {
+            ClaimScope::All => return Ok(()),
+            ClaimScope::Unavailable => return Err(ClaimScopeFailure::SupplierFailed),
+            ClaimScope::Destinations(targets) => targets,
+        };
+        if targets.len() > MAX_TARGETS {
+            return Err(ClaimScopeFailure::TooManyTargets);
+        }
+        for target in targets {
+            if target.trim().is_empty() {
+                return Err(ClaimScopeFailure::BlankElement);
+            }
+            if target.chars().count() > MAX_TARGET_CHARS {
+                return Err(ClaimScopeFailure::ElementTooLong);
+            }
+            if target.chars().any(char::is_control) {
+                return Err(ClaimScopeFailure::ControlCharacter);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The scopes of every destination type with a loaded handler. A type that is absent claims nothing:
@@ -49,10 +80,11 @@ impl RelayCapabilities {
 }
 
 /// A misbehaving claim scope. It names the destination type and the reason only, never a target
-/// value, so target ids cannot reach logs; the whole cycle claims nothing.
+/// value, so target ids cannot reach logs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "claim scope of destination type {destination_type} {reason}; this claim cycle claims nothing"
+    "claim scope of destination type {destination_type} {reason}; rows of that type wait PENDING, \
+     other types are claimed as usual"
 )]
 pub struct ClaimScopeError {
     pub destination_type: String,
@@ -63,12 +95,30 @@ pub struct ClaimScopeError {
 pub enum ClaimScopeFailure {
     #[error("supplier or its result failed")]
     SupplierFailed,
+    #[error("did not answer within its time limit")]
+    TimedOut,
     #[error("contains a null or blank element")]
     BlankElement,
     #[error("element exceeds maximum length of 255")]
     ElementTooLong,
     #[error("target set exceeds limit of 10000")]
     TooManyTargets,
+    #[error("contains an element with a control character")]
+    ControlCharacter,
+}
+
+impl ClaimScopeFailure {
+    /// A short name for metric labels and log fields.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::SupplierFailed => "call_failed",
+            Self::TimedOut => "timeout",
+            Self::BlankElement => "blank",
+            Self::ElementTooLong => "too_long",
+            Self::TooManyTargets => "too_many",
+            Self::ControlCharacter => "control_character",
+        }
+    }
 }
 
 /// A value bound to the claim statement.
@@ -79,30 +129,23 @@ pub(super) enum Bind<'a> {
 }
 
 /// The destination-eligibility disjunction: `All` contributes a type predicate, a non-empty
-/// `Destinations` a type and `destination = ANY(...)` predicate, an empty one nothing; with no
-/// predicate at all the filter is `FALSE`. Every value is bound; parameters start at `first_param`.
-pub(super) fn eligibility(
-    capabilities: &RelayCapabilities,
-    first_param: usize,
-) -> Result<Eligibility<'_>, ClaimScopeError> {
+/// `Destinations` a type and `destination = ANY(...)` predicate, an empty one or a scope that fails
+/// [`ClaimScope::check`] nothing; with no predicate at all the filter is `FALSE`. Every value is
+/// bound; parameters start at `first_param`.
+pub(super) fn eligibility(capabilities: &RelayCapabilities, first_param: usize) -> Eligibility<'_> {
     let mut predicates = Vec::new();
     let mut binds = Vec::new();
     for (destination_type, scope) in capabilities.iter() {
-        let fail = |reason| ClaimScopeError {
-            destination_type: destination_type.to_owned(),
-            reason,
-        };
+        if scope.check().is_err() {
+            continue;
+        }
         let param = first_param + binds.len();
         match scope {
             ClaimScope::All => {
                 predicates.push(format!("(o.destination_type = ${param})"));
                 binds.push(Bind::Text(destination_type));
             }
-            ClaimScope::Destinations(targets) => {
-                validate_targets(targets).map_err(fail)?;
-                if targets.is_empty() {
-                    continue;
-                }
+            ClaimScope::Destinations(targets) if !targets.is_empty() => {
                 predicates.push(format!(
                     "(o.destination_type = ${param} AND o.destination = ANY(${}))",
                     param + 1
@@ -110,16 +153,16 @@ pub(super) fn eligibility(
                 binds.push(Bind::Text(destination_type));
                 binds.push(Bind::TextArray(targets));
             }
-            ClaimScope::Unavailable => return Err(fail(ClaimScopeFailure::SupplierFailed)),
+            ClaimScope::Destinations(_) | ClaimScope::Unavailable => {}
         }
     }
     if predicates.is_empty() {
-        return Ok(Eligibility::Nothing);
+        return Eligibility::Nothing;
     }
-    Ok(Eligibility::Filter {
+    Eligibility::Filter {
         sql: predicates.join(" OR "),
         binds,
-    })
+    }
 }
 
 /// The claim filter, or the knowledge that it is `FALSE`, in which case no statement needs to run.
@@ -127,21 +170,6 @@ pub(super) fn eligibility(
 pub(super) enum Eligibility<'a> {
     Nothing,
     Filter { sql: String, binds: Vec<Bind<'a>> },
-}
-
-fn validate_targets(targets: &[String]) -> Result<(), ClaimScopeFailure> {
-    if targets.len() > MAX_TARGETS {
-        return Err(ClaimScopeFailure::TooManyTargets);
-    }
-    for target in targets {
-        if target.trim().is_empty() {
-            return Err(ClaimScopeFailure::BlankElement);
-        }
-        if target.chars().count() > MAX_TARGET_CHARS {
-            return Err(ClaimScopeFailure::ElementTooLong);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -155,7 +183,7 @@ mod tests {
     #[test]
     fn no_scopes_claim_nothing() {
         assert_eq!(
-            eligibility(&RelayCapabilities::new(), 3).unwrap(),
+            eligibility(&RelayCapabilities::new(), 3),
             Eligibility::Nothing
         );
     }
@@ -166,7 +194,7 @@ mod tests {
             .with("A", ClaimScope::All)
             .with("B", targets(&["x", "y"]))
             .with("C", targets(&[]));
-        let Eligibility::Filter { sql, binds } = eligibility(&capabilities, 3).unwrap() else {
+        let Eligibility::Filter { sql, binds } = eligibility(&capabilities, 3) else {
             panic!("expected a filter");
         };
         assert_eq!(
@@ -182,15 +210,43 @@ mod tests {
         let capabilities = RelayCapabilities::new()
             .with("A", targets(&[]))
             .with("B", targets(&[]));
-        assert_eq!(eligibility(&capabilities, 3).unwrap(), Eligibility::Nothing);
+        assert_eq!(eligibility(&capabilities, 3), Eligibility::Nothing);
+    }
+
+    #[test]
+    fn a_refused_scope_leaves_out_only_its_own_type() {
+        let capabilities = RelayCapabilities::new()
+            .with("A", ClaimScope::All)
+            .with("B", targets(&["ok", "bad\0target"]))
+            .with("C", ClaimScope::Unavailable);
+        let Eligibility::Filter { sql, binds } = eligibility(&capabilities, 3) else {
+            panic!("expected a filter");
+        };
+        assert_eq!(sql, "(o.destination_type = $3)");
+        assert_eq!(binds, vec![Bind::Text("A")]);
+    }
+
+    #[test]
+    fn control_characters_in_a_target_refuse_the_scope() {
+        for target in ["a\0b", "line\nbreak", "tab\t", "del\u{7f}", "c1\u{85}"] {
+            assert_eq!(
+                targets(&["ok", target]).check(),
+                Err(ClaimScopeFailure::ControlCharacter),
+                "{target:?}"
+            );
+        }
+        assert_eq!(targets(&["unicode-é-ok"]).check(), Ok(()));
     }
 
     #[test]
     fn the_error_names_the_type_and_reason_but_no_target() {
         let secret = "s".repeat(300);
-        let capabilities = RelayCapabilities::new().with("WEBHOOK", targets(&[&secret]));
-        let error = eligibility(&capabilities, 3).unwrap_err();
-        assert_eq!(error.reason, ClaimScopeFailure::ElementTooLong);
+        let reason = targets(&[&secret]).check().unwrap_err();
+        assert_eq!(reason, ClaimScopeFailure::ElementTooLong);
+        let error = ClaimScopeError {
+            destination_type: "WEBHOOK".into(),
+            reason,
+        };
         let message = error.to_string();
         assert!(
             message.contains("WEBHOOK")

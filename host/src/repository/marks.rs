@@ -1,11 +1,29 @@
 //! Recording outcomes. Every mark is guarded by the claim owner: a node whose lease was reclaimed
-//! cannot complete a row another node now owns, and learns so from the answer.
+//! cannot complete a row another node now owns, and learns so from the answer. Error texts come from
+//! plugins, so they are sanitized here, on their way into SQL, whoever builds the mark.
 
 use super::{OutboxRepository, RepositoryError, Statements};
+use crate::text;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use std::collections::HashSet;
 use std::time::Duration;
+
+/// `last_error` is TEXT, but one row's error is bounded so it cannot grow without limit.
+pub const MAX_LAST_ERROR_CHARS: usize = 4000;
+/// An error type is a short word (its column is VARCHAR(500)).
+pub const MAX_ERROR_TYPE_CHARS: usize = 128;
+
+/// A plugin's error message as it is stored: control characters (NUL among them, which PostgreSQL
+/// refuses in text) replaced, cut to [`MAX_LAST_ERROR_CHARS`].
+pub fn stored_error(message: &str) -> String {
+    text::sanitize(message, MAX_LAST_ERROR_CHARS)
+}
+
+/// A plugin's error type as it is stored: a token of at most [`MAX_ERROR_TYPE_CHARS`], or none.
+pub fn stored_error_type(error_type: &str) -> Option<String> {
+    text::token(error_type, MAX_ERROR_TYPE_CHARS)
+}
 
 /// The next state of one claimed row.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,9 +118,12 @@ impl Columns {
         self.delays_ms.push(delay);
         self.records_error.push(error.is_some());
         self.last_errors
-            .push(error.map(|(message, _)| message.clone()));
-        self.error_types
-            .push(error.and_then(|(_, error_type)| error_type.clone()));
+            .push(error.map(|(message, _)| stored_error(message)));
+        self.error_types.push(
+            error
+                .and_then(|(_, error_type)| error_type.as_deref())
+                .and_then(stored_error_type),
+        );
     }
 }
 

@@ -20,7 +20,9 @@ pub use claim_scope::{
 };
 pub use cleanup::CleanupReport;
 pub(crate) use insert::{insert_inbox, insert_outbox};
-pub use marks::Mark;
+pub use marks::{
+    MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
+};
 pub use record::{OutboxRecord, OutboxState};
 pub(crate) use sql::Statements;
 
@@ -30,8 +32,6 @@ use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepositoryError {
-    #[error(transparent)]
-    ClaimScope(#[from] ClaimScopeError),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 }

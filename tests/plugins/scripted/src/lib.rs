@@ -1,9 +1,22 @@
 //! Test-only destination handler whose behaviour the test sets: the manifest's `[config]` gives
-//! its destination type (`destination_type`, default `SCRIPTED`), its claim scope (`claim_scope`)
-//! and a `version` it logs on each publish (to tell a reloaded plugin from the old one); the
-//! payload `{"outcome": …, "error_type": …}` gives each publish's result.
+//! its destination type (`destination_type`, default `SCRIPTED`), its claim scope (`claim_scope`,
+//! answered after `claim_scope_delay_ms` when set) and a `version` it logs on each publish (to tell
+//! a reloaded plugin from the old one); the payload `{"outcome": …, "error_type": …}` gives each
+//! publish's result (outcome `hostile-error`: a retryable failure whose message and error type hold
+//! NUL and other control characters).
+
+use std::time::Duration;
 
 use outbox_sdk::{Envelope, Handler, PublishResult, Scope, config};
+
+/// The hostile error of the `hostile-error` outcome: NUL, terminal escapes, a forged log line, and
+/// far more text than a row keeps.
+fn hostile_message() -> String {
+    format!(
+        "hostile\0error \u{1b}[31mred\r\n2024-01-01T00:00:00Z INFO forged line {}",
+        "x".repeat(100_000)
+    )
+}
 
 struct Scripted;
 
@@ -13,13 +26,20 @@ impl Handler for Scripted {
     }
 
     /// `all` (or no key), a comma-separated list of destinations, or one of the invalid scopes
-    /// the host must reject: `blank`, `too-long`, `too-many`, `trap`.
+    /// the host must reject: `blank`, `too-long`, `too-many`, `nul` (`ok` and a target holding a
+    /// NUL byte), `trap`.
     fn claim_scope() -> Scope {
+        if let Some(ms) = config::get("claim_scope_delay_ms").and_then(|ms| ms.parse().ok()) {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
         match config::get("claim_scope").as_deref() {
             None | Some("all") => Scope::All,
             Some("blank") => Scope::Destinations(vec![" ".to_string()]),
             Some("too-long") => Scope::Destinations(vec!["d".repeat(256)]),
             Some("too-many") => Scope::Destinations((0..10_001).map(|i| format!("d{i}")).collect()),
+            Some("nul") => {
+                Scope::Destinations(vec!["ok".to_string(), "secret\0target".to_string()])
+            }
             Some("trap") => panic!("the scripted plugin traps in claim-scope on purpose"),
             Some(list) => {
                 Scope::Destinations(list.split(',').map(|d| d.trim().to_string()).collect())
@@ -43,6 +63,9 @@ impl Handler for Scripted {
             Some("retryable") => PublishResult::retryable("scripted retryable failure"),
             Some("permanent") => PublishResult::permanent("scripted permanent failure"),
             Some("unresolvable") => PublishResult::unresolvable("scripted unresolvable"),
+            Some("hostile-error") => {
+                PublishResult::retryable(hostile_message()).with_error_type("evil\0type\r\nforged")
+            }
             Some(_) => PublishResult::permanent("unknown scripted outcome"),
         };
         match payload["error_type"].as_str() {
