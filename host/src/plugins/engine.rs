@@ -22,12 +22,14 @@ use crate::plugins::sandbox::StoreState;
 /// a call ends at most this long after its deadline.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Core instances per component instance the pool makes room for: a Rust component has about 3
-/// (the module and wit-component's shims), Python and JavaScript components more.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
-
-/// Tables per component instance the pool makes room for (one per core module that defines one).
-const TABLES_PER_COMPONENT: u32 = 8;
+/// What one component instance may hold of the pool. Each is also the pool's size per component
+/// instance, so no component can take the slots of others: the pool runs out of component instances
+/// (which the per-plugin concurrency limit shares out) before it runs out of anything else. A
+/// component that needs more fails to load. Measured: a Rust component has 1 memory, 2 tables and
+/// 4 core instances; componentize-py's and ComponentizeJS's stay within these too.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 20;
+pub const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
+pub const MAX_TABLES_PER_COMPONENT: u32 = 8;
 
 /// How the engine is set up. The defaults suit a service with tens of plugins.
 #[derive(Debug, Clone)]
@@ -129,9 +131,12 @@ fn wasmtime_config(max_instances: u32) -> Config {
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_component_instances(max_instances)
-        .total_core_instances(max_instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
-        .total_memories(max_instances)
-        .total_tables(max_instances.saturating_mul(TABLES_PER_COMPONENT))
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+        .total_core_instances(max_instances.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT))
+        .total_memories(max_instances.saturating_mul(MAX_MEMORIES_PER_COMPONENT))
+        .total_tables(max_instances.saturating_mul(MAX_TABLES_PER_COMPONENT))
         .total_stacks(max_instances)
         .max_memory_size(Limits::MAX_MEMORY_MB as usize * 1024 * 1024);
     let mut config = Config::new();
