@@ -162,7 +162,10 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
         trap.to_string()
     } else if let Some(exit) = error.downcast_ref::<I32Exit>() {
         format!("the plugin exited with status {}", exit.0)
-    } else if error.to_string().starts_with(TRANSFER_LIMIT_ERROR) {
+    } else if error
+        .chain()
+        .any(|cause| cause.to_string().starts_with(TRANSFER_LIMIT_ERROR))
+    {
         "the plugin handed the host more data in one transfer than it accepts".to_owned()
     } else {
         "a host call failed".to_owned()

@@ -115,7 +115,8 @@ impl PluginLog {
     }
 
     /// Writes one line, control characters escaped so it cannot forge another, if the plugin's
-    /// budget allows; the first line of each second after drops is preceded by a summary.
+    /// budget allows. The first line dropped in a second says so at once; the first line of a
+    /// later second reports how many were dropped in all.
     pub fn write(&self, level: Level, source: LogSource, message: impl AsRef<str>) {
         let message = escape_controls(message.as_ref(), MAX_LINE_BYTES);
         let admitted = self.budget.admit(message.len(), Instant::now());
@@ -126,8 +127,17 @@ impl PluginLog {
                 format!("{dropped} lines from this plugin were dropped: over its log budget"),
             );
         }
-        if admitted.line {
-            self.emit(level, source, message);
+        match admitted.line {
+            Admission::Written => self.emit(level, source, message),
+            Admission::FirstDropped => self.emit(
+                Level::Warn,
+                LogSource::Host,
+                format!(
+                    "this plugin is over its log budget ({} lines, {} bytes a second); dropping lines",
+                    self.budget.lines_per_window, self.budget.bytes_per_window
+                ),
+            ),
+            Admission::Dropped => {}
         }
     }
 
@@ -174,8 +184,16 @@ struct Window {
 /// Whether a line may be written, and a count of dropped lines to report first.
 #[derive(Debug, PartialEq, Eq)]
 struct Admitted {
-    line: bool,
+    line: Admission,
     report_dropped: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    Written,
+    /// The first line dropped in this window.
+    FirstDropped,
+    Dropped,
 }
 
 const WINDOW: Duration = Duration::from_secs(1);
@@ -210,15 +228,21 @@ impl LogBudget {
             }
         }
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
-        let line = window.lines < self.lines_per_window
+        let fits = window.lines < self.lines_per_window
             && window.bytes.saturating_add(bytes) <= self.bytes_per_window;
-        if line {
+        let line = if fits {
             window.lines += 1;
             window.bytes += bytes;
+            Admission::Written
         } else {
             window.dropped += 1;
             self.dropped_total.fetch_add(1, Ordering::Relaxed);
-        }
+            if window.dropped == 1 {
+                Admission::FirstDropped
+            } else {
+                Admission::Dropped
+            }
+        };
         Admitted {
             line,
             report_dropped,
@@ -307,13 +331,14 @@ mod tests {
     fn lines_over_the_budget_are_dropped_counted_and_summarised_next_second() {
         let budget = LogBudget::new(2, 1_000);
         let start = Instant::now();
-        let admitted: Vec<bool> = (0..5).map(|_| budget.admit(10, start).line).collect();
-        assert_eq!(admitted, [true, true, false, false, false]);
+        let admitted: Vec<Admission> = (0..5).map(|_| budget.admit(10, start).line).collect();
+        use Admission::*;
+        assert_eq!(admitted, [Written, Written, FirstDropped, Dropped, Dropped]);
         assert_eq!(budget.dropped_total.load(Ordering::Relaxed), 3);
         assert_eq!(
             budget.admit(10, start + WINDOW),
             Admitted {
-                line: true,
+                line: Admission::Written,
                 report_dropped: Some(3)
             }
         );
@@ -323,9 +348,9 @@ mod tests {
     fn bytes_over_the_budget_are_dropped() {
         let budget = LogBudget::new(100, 25);
         let start = Instant::now();
-        assert!(budget.admit(20, start).line);
-        assert!(!budget.admit(10, start).line);
-        assert!(budget.admit(5, start).line);
+        assert_eq!(budget.admit(20, start).line, Admission::Written);
+        assert_eq!(budget.admit(10, start).line, Admission::FirstDropped);
+        assert_eq!(budget.admit(5, start).line, Admission::Written);
     }
 
     #[test]
