@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_host::plugins::{CallError, Envelope, HandlerPlugin, PluginSet, PublishResult};
+use outbox_host::plugins::{
+    CallError, ComponentCaps, EngineConfig, Envelope, HandlerPlugin, PluginEngine, PluginSet,
+    PublishResult,
+};
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::{HOSTILE, NOOP};
@@ -228,5 +231,30 @@ async fn failed_calls_are_counted_by_error_type() {
     assert_eq!(
         (after.traps - before.traps, after.timeouts - before.timeouts),
         (1, 1)
+    );
+}
+
+#[tokio::test]
+async fn a_component_needing_more_of_the_pool_than_one_instance_may_hold_is_not_loaded() {
+    let dir = ScratchDir::new("caps");
+    dir.add_plugin("noop", NOOP);
+    // A Rust component has 3 core instances; an engine that grants each component 2 refuses it,
+    // as the default engine refuses a component built with a hundred.
+    let engine = PluginEngine::new(EngineConfig {
+        max_instances: 8,
+        per_component: ComponentCaps {
+            core_instances: 2,
+            ..ComponentCaps::default()
+        },
+        ..EngineConfig::default()
+    })
+    .expect("the plugin engine starts");
+    let set = PluginSet::load_dir(&engine, dir.path()).await;
+    assert!(set.handler("NOOP").is_none(), "its type claims nothing");
+    let status = set.statuses().next().expect("the file has a status");
+    let error = status.last_error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("core module instances") && error.contains("maximum of 2"),
+        "{error}"
     );
 }

@@ -5,7 +5,7 @@
 use clap::Parser;
 use outbox_host::cli::{self, Cli};
 use outbox_host::plugins::PublishResult;
-use outbox_host::plugins::capabilities::log::LogSource;
+use outbox_host::plugins::capabilities::log::{LogSource, MAX_CAPTURED_LINES};
 use outbox_host::plugins::mock::{MockHttpResponse, MockOptions, MockOutcome, MockRunner};
 use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::{HOSTILE, NOOP, SCRIPTED, STATS, WEBHOOK};
@@ -278,4 +278,60 @@ async fn plugin_inspect_tells_an_observer() {
     let report: serde_json::Value = serde_json::from_str(&run.out).unwrap();
     assert_eq!(report["world"], "publish-observer");
     assert_eq!(report["destination_type"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn a_flooding_plugin_keeps_a_bounded_number_of_lines_in_the_report() {
+    let dir = ScratchDir::new("mock-flood");
+    let manifest = dir.write(
+        "hostile.toml",
+        b"[limits]\nlog_lines_per_second = 10000\nlog_bytes_per_second = 16777216\n",
+    );
+    let options = MockOptions {
+        manifest: Some(manifest),
+        http_response: None,
+    };
+    let runner = MockRunner::load(&test_engine(), HOSTILE.as_ref(), options)
+        .await
+        .unwrap();
+    let mut envelope = runner.mock_envelope();
+    envelope.destination = "log-flood".into();
+    envelope.payload = r#"{"lines": 5000}"#.into();
+    let report = runner.run(&envelope, 1).await;
+    assert!(report.succeeded());
+    assert_eq!(report.logs.len(), MAX_CAPTURED_LINES);
+    assert_eq!(report.logs_not_kept, 5000 - MAX_CAPTURED_LINES as u64);
+    assert!(report.to_string().contains("more lines not kept"));
+}
+
+#[tokio::test]
+async fn the_mock_runner_enforces_the_log_budget_as_the_host_does() {
+    let dir = ScratchDir::new("mock-budget");
+    let manifest = dir.write("hostile.toml", b"[limits]\nlog_lines_per_second = 20\n");
+    let options = MockOptions {
+        manifest: Some(manifest),
+        http_response: None,
+    };
+    let runner = MockRunner::load(&test_engine(), HOSTILE.as_ref(), options)
+        .await
+        .unwrap();
+    let mut envelope = runner.mock_envelope();
+    envelope.destination = "log-flood".into();
+    envelope.payload = r#"{"lines": 500}"#.into();
+    let report = runner.run(&envelope, 1).await;
+    let flood_lines = report
+        .logs
+        .iter()
+        .filter(|line| line.message.starts_with("flood line"))
+        .count();
+    assert!(
+        flood_lines <= 20,
+        "{flood_lines} lines passed a budget of 20"
+    );
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|line| line.source == LogSource::Host && line.message.contains("log budget"))
+    );
 }

@@ -353,6 +353,14 @@ impl Collector for PluginCollector {
             &["plugin"],
         )
         .expect("valid metric");
+        let log_dropped = IntCounterVec::new(
+            Opts::new(
+                "outbox_plugin_log_lines_dropped_total",
+                "Log lines of each plugin dropped over its log budget",
+            ),
+            &["plugin"],
+        )
+        .expect("valid metric");
         let states = IntGaugeVec::new(
             Opts::new("outbox_plugins", "Plugin files by state"),
             &["state"],
@@ -371,6 +379,9 @@ impl Collector for PluginCollector {
             .map(|o| (o.name().to_owned(), o.stats()));
         for (name, stats) in handlers.chain(observers) {
             calls.with_label_values(&[&name]).inc_by(stats.calls);
+            log_dropped
+                .with_label_values(&[&name])
+                .inc_by(stats.log_lines_dropped);
             seconds
                 .with_label_values(&[&name])
                 .inc_by(stats.total_duration.as_secs_f64());
@@ -387,6 +398,7 @@ impl Collector for PluginCollector {
             calls.collect(),
             errors.collect(),
             seconds.collect(),
+            log_dropped.collect(),
             states.collect(),
         ]
         .concat()

@@ -22,12 +22,28 @@ use crate::plugins::sandbox::StoreState;
 /// a call ends at most this long after its deadline.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Core instances per component instance the pool makes room for: a Rust component has about 3
-/// (the module and wit-component's shims), Python and JavaScript components more.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+/// What one component instance may hold of the engine's pool. The pool is sized by these per
+/// component instance, so no component can take the slots of others: it runs out of component
+/// instances (which each plugin's `max_concurrency` shares out) before anything else. A component
+/// that needs more is refused when it is compiled, with wasmtime's message naming the count and the
+/// cap. Measured: a Rust component has 3 core instances; componentize-py's and
+/// ComponentizeJS's load within the defaults too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComponentCaps {
+    pub core_instances: u32,
+    pub memories: u32,
+    pub tables: u32,
+}
 
-/// Tables per component instance the pool makes room for (one per core module that defines one).
-const TABLES_PER_COMPONENT: u32 = 8;
+impl Default for ComponentCaps {
+    fn default() -> Self {
+        Self {
+            core_instances: 20,
+            memories: 2,
+            tables: 8,
+        }
+    }
+}
 
 /// How the engine is set up. The defaults suit a service with tens of plugins.
 #[derive(Debug, Clone)]
@@ -38,6 +54,7 @@ pub struct EngineConfig {
     /// memory slot of virtual address space (4 GiB, not resident), so 1,000 reserve about 4 TiB of
     /// the 128 TiB a 64-bit process has.
     pub max_instances: u32,
+    pub per_component: ComponentCaps,
     pub pool: PoolPolicy,
 }
 
@@ -46,6 +63,7 @@ impl Default for EngineConfig {
         Self {
             cache_dir: None,
             max_instances: 1_000,
+            per_component: ComponentCaps::default(),
             pool: PoolPolicy::default(),
         }
     }
@@ -67,7 +85,7 @@ struct Inner {
 
 impl PluginEngine {
     pub fn new(config: EngineConfig) -> Result<Self, PluginError> {
-        let engine = Engine::new(&wasmtime_config(config.max_instances))
+        let engine = Engine::new(&wasmtime_config(config.max_instances, config.per_component))
             .map_err(|error| PluginError::Engine(format!("{error:#}")))?;
         let mut linker = Linker::new(&engine);
         capabilities::add_to_linker(&mut linker)
@@ -125,13 +143,16 @@ impl PluginEngine {
     }
 }
 
-fn wasmtime_config(max_instances: u32) -> Config {
+fn wasmtime_config(max_instances: u32, caps: ComponentCaps) -> Config {
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_component_instances(max_instances)
-        .total_core_instances(max_instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
-        .total_memories(max_instances)
-        .total_tables(max_instances.saturating_mul(TABLES_PER_COMPONENT))
+        .max_core_instances_per_component(caps.core_instances)
+        .max_memories_per_component(caps.memories)
+        .max_tables_per_component(caps.tables)
+        .total_core_instances(max_instances.saturating_mul(caps.core_instances))
+        .total_memories(max_instances.saturating_mul(caps.memories))
+        .total_tables(max_instances.saturating_mul(caps.tables))
         .total_stacks(max_instances)
         .max_memory_size(Limits::MAX_MEMORY_MB as usize * 1024 * 1024);
     let mut config = Config::new();

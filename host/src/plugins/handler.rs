@@ -7,7 +7,7 @@ use tokio::time::timeout;
 use crate::plugins::bindings::{DestinationHandlerPre, Envelope, PublishResult, Scope};
 use crate::plugins::error::{CallError, LoadError};
 use crate::plugins::manifest::Limits;
-use crate::plugins::pool::InstancePool;
+use crate::plugins::pool::{CallKind, InstancePool};
 use crate::plugins::sandbox::StoreState;
 use crate::plugins::stats::CallStatsSnapshot;
 
@@ -28,7 +28,7 @@ impl HandlerPlugin {
                 function: "destination-type",
                 source,
             };
-            let mut lease = pool.lease().await.map_err(call_error)?;
+            let mut lease = pool.lease(CallKind::Control).await.map_err(call_error)?;
             let (store, handler, limit) = lease.arm();
             let result = timeout(
                 limit,
@@ -64,7 +64,7 @@ impl HandlerPlugin {
 
     /// Which rows this handler may claim; asked once per claim cycle.
     pub async fn claim_scope(&self) -> Result<Scope, CallError> {
-        let mut lease = self.pool.lease().await?;
+        let mut lease = self.pool.lease(CallKind::Control).await?;
         let (store, handler, limit) = lease.arm();
         let result = timeout(
             limit,
@@ -74,8 +74,9 @@ impl HandlerPlugin {
         lease.settle(result)
     }
 
+    /// Waits while the plugin already runs `max_concurrency` calls.
     pub async fn publish(&self, envelope: &Envelope) -> Result<PublishResult, CallError> {
-        let mut lease = self.pool.lease().await?;
+        let mut lease = self.pool.lease(CallKind::Work).await?;
         let (store, handler, limit) = lease.arm();
         let result = timeout(
             limit,

@@ -11,13 +11,19 @@ use toml::{Table, Value};
 use crate::plugins::capabilities::http::{HostPattern, HostPatternError};
 use crate::plugins::capabilities::kafka::{TopicPattern, TopicPatternError};
 
-/// Memory and time limits of every call of one plugin.
+/// What one plugin may take of the host: memory and time per call, calls at once, log volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// All linear memories of one instance together, in MiB.
     pub memory_mb: u32,
     /// One call, from taking an instance to its result, in milliseconds.
     pub timeout_ms: u64,
+    /// Calls running at once, and so instances alive at once (each call has one of its own).
+    pub max_concurrency: u32,
+    /// Log lines a second, across the plugin's log interface, stdout and stderr.
+    pub log_lines_per_second: u32,
+    /// Log bytes a second, likewise.
+    pub log_bytes_per_second: u32,
 }
 
 impl Limits {
@@ -29,6 +35,15 @@ impl Limits {
     /// Kept below the relay's default lease (30 s) with room to spare, so a slow call does not
     /// outlive its row's claim.
     pub const MAX_TIMEOUT_MS: u64 = 20_000;
+    /// Half of one relay loop's default `max_in_flight` (64): a slow plugin can hold at most half of
+    /// the loop's publishes, and at most this many of the engine's instances.
+    pub const DEFAULT_MAX_CONCURRENCY: u32 = 32;
+    /// The engine's instance pool holds 1,000 by default; no plugin may ask for more than a quarter.
+    pub const MAX_CONCURRENCY: u32 = 250;
+    pub const DEFAULT_LOG_LINES_PER_SECOND: u32 = 100;
+    pub const DEFAULT_LOG_BYTES_PER_SECOND: u32 = 64 * 1024;
+    pub const MAX_LOG_LINES_PER_SECOND: u32 = 10_000;
+    pub const MAX_LOG_BYTES_PER_SECOND: u32 = 16 * 1024 * 1024;
 
     pub fn memory_bytes(self) -> usize {
         self.memory_mb as usize * 1024 * 1024
@@ -44,6 +59,9 @@ impl Default for Limits {
         Self {
             memory_mb: Self::DEFAULT_MEMORY_MB,
             timeout_ms: Self::DEFAULT_TIMEOUT_MS,
+            max_concurrency: Self::DEFAULT_MAX_CONCURRENCY,
+            log_lines_per_second: Self::DEFAULT_LOG_LINES_PER_SECOND,
+            log_bytes_per_second: Self::DEFAULT_LOG_BYTES_PER_SECOND,
         }
     }
 }
@@ -157,13 +175,30 @@ impl Manifest {
         for (key, value) in entries {
             match key.as_str() {
                 "memory_mb" => {
-                    let max = u64::from(Limits::MAX_MEMORY_MB);
-                    let mb = integer_in_range("limits.memory_mb", value, max)?;
-                    self.limits.memory_mb = u32::try_from(mb).unwrap_or(Limits::MAX_MEMORY_MB);
+                    self.limits.memory_mb =
+                        small_integer("limits.memory_mb", value, Limits::MAX_MEMORY_MB)?;
                 }
                 "timeout_ms" => {
                     self.limits.timeout_ms =
                         integer_in_range("limits.timeout_ms", value, Limits::MAX_TIMEOUT_MS)?;
+                }
+                "max_concurrency" => {
+                    self.limits.max_concurrency =
+                        small_integer("limits.max_concurrency", value, Limits::MAX_CONCURRENCY)?;
+                }
+                "log_lines_per_second" => {
+                    self.limits.log_lines_per_second = small_integer(
+                        "limits.log_lines_per_second",
+                        value,
+                        Limits::MAX_LOG_LINES_PER_SECOND,
+                    )?;
+                }
+                "log_bytes_per_second" => {
+                    self.limits.log_bytes_per_second = small_integer(
+                        "limits.log_bytes_per_second",
+                        value,
+                        Limits::MAX_LOG_BYTES_PER_SECOND,
+                    )?;
                 }
                 _ => return Err(ManifestError::UnknownKey(format!("limits.{key}"))),
             }
@@ -184,6 +219,12 @@ fn string_list<'a>(key: &str, value: &'a Value) -> Result<Vec<&'a str>, Manifest
         .iter()
         .map(|item| item.as_str().ok_or_else(wrong_type))
         .collect()
+}
+
+/// [`integer_in_range`] for limits kept as `u32`.
+fn small_integer(key: &'static str, value: &Value, max: u32) -> Result<u32, ManifestError> {
+    let number = integer_in_range(key, value, u64::from(max))?;
+    Ok(u32::try_from(number).unwrap_or(max))
 }
 
 fn integer_in_range(key: &'static str, value: &Value, max: u64) -> Result<u64, ManifestError> {
@@ -215,7 +256,10 @@ mod tests {
             manifest.limits,
             Limits {
                 memory_mb: 128,
-                timeout_ms: 10_000
+                timeout_ms: 10_000,
+                max_concurrency: 32,
+                log_lines_per_second: 100,
+                log_bytes_per_second: 65_536,
             }
         );
     }
@@ -252,7 +296,32 @@ mod tests {
             manifest.limits,
             Limits {
                 memory_mb: 64,
-                timeout_ms: 5000
+                timeout_ms: 5000,
+                ..Limits::default()
+            }
+        );
+    }
+
+    #[test]
+    fn concurrency_and_log_budget_are_read_within_their_ranges() {
+        let manifest = Manifest::parse(
+            "[limits]\nmax_concurrency = 4\nlog_lines_per_second = 10\nlog_bytes_per_second = 2048",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                manifest.limits.max_concurrency,
+                manifest.limits.log_lines_per_second,
+                manifest.limits.log_bytes_per_second
+            ),
+            (4, 10, 2048)
+        );
+        assert_eq!(
+            Manifest::parse("[limits]\nmax_concurrency = 0").unwrap_err(),
+            ManifestError::OutOfRange {
+                key: "limits.max_concurrency",
+                min: 1,
+                max: 250
             }
         );
     }

@@ -34,7 +34,7 @@ pub use bindings::{
     PublishOutcome, PublishResult, Scope,
 };
 pub use cache::{CompileSource, ContentHash};
-pub use engine::{EngineConfig, PluginEngine};
+pub use engine::{ComponentCaps, EngineConfig, PluginEngine};
 pub use error::{CallError, LoadError, PluginError};
 pub use handler::{HandlerPlugin, ScopeSummary};
 pub use loader::{LoadedPlugin, Plugin, World};

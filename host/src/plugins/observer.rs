@@ -5,7 +5,7 @@ use tokio::time::timeout;
 use crate::plugins::bindings::{Envelope, PublishCompleted, PublishObserverPre};
 use crate::plugins::error::CallError;
 use crate::plugins::manifest::Limits;
-use crate::plugins::pool::InstancePool;
+use crate::plugins::pool::{CallKind, InstancePool};
 use crate::plugins::sandbox::StoreState;
 use crate::plugins::stats::CallStatsSnapshot;
 
@@ -37,7 +37,7 @@ impl ObserverPlugin {
         event: &PublishCompleted,
         envelope: &Envelope,
     ) -> Result<(), CallError> {
-        let mut lease = self.pool.lease().await?;
+        let mut lease = self.pool.lease(CallKind::Work).await?;
         let (store, observer, limit) = lease.arm();
         let call = observer
             .outbox_relay_observer()

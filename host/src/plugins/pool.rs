@@ -11,10 +11,17 @@
 //!   future dropped before the lease was settled) is dropped, never returned;
 //! - an instance is retired after a set number of calls, so whatever a guest keeps, or leaks, between
 //!   its own calls stays bounded.
+//!
+//! Capacity: each call holds a permit for its whole duration, at most the plugin's `max_concurrency`
+//! at once, and an instance exists only while it serves a call or waits idle, so a plugin never holds
+//! more than `max_concurrency` instances of the engine's shared pool (plus one for control calls:
+//! `destination-type` and `claim-scope` have a permit of their own, so a plugin whose publishes are
+//! all busy still answers its claim scope at once).
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::error::Elapsed;
 use wasmtime::Store;
 
@@ -87,22 +94,56 @@ pub(crate) struct InstancePool<P: WorldPre> {
     sandbox: Sandbox,
     policy: PoolPolicy,
     idle: Mutex<Vec<Kept<P::Bindings>>>,
+    /// Calls at once: `publish` and `on-publish-completed`.
+    calls: Semaphore,
+    /// Control calls at once: `destination-type` and `claim-scope`.
+    control: Semaphore,
     stats: CallStats,
 }
 
+/// What a lease is for; each kind has its own permits and its own bound on the data a plugin may
+/// hand the host in one go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    /// `publish` and `on-publish-completed`: results are short; the largest legitimate transfer is
+    /// a Kafka record made during the call (Kafka's default limit is 1 MB).
+    Work,
+    /// `destination-type` and `claim-scope`: a scope may list 10,000 targets of 255 characters.
+    Control,
+}
+
+impl CallKind {
+    /// The most bytes a plugin may pass to the host in one transfer (a call's result, or the
+    /// arguments of one host call); past it, wasmtime fails the call before copying anything.
+    /// This is what bounds the host's memory outside the plugin's own limit.
+    pub(crate) fn transfer_limit(self) -> usize {
+        match self {
+            Self::Work => 2 * 1024 * 1024,
+            Self::Control => 12 * 1024 * 1024,
+        }
+    }
+}
+
 impl<P: WorldPre> InstancePool<P> {
-    pub(crate) fn new(pre: P, sandbox: Sandbox, policy: PoolPolicy) -> Self {
+    pub(crate) fn new(pre: P, sandbox: Sandbox, mut policy: PoolPolicy) -> Self {
+        let max_concurrency = sandbox.limits().max_concurrency as usize;
+        policy.idle_instances = policy.idle_instances.min(max_concurrency);
         Self {
             pre,
             sandbox,
             policy,
             idle: Mutex::new(Vec::new()),
+            calls: Semaphore::new(max_concurrency),
+            control: Semaphore::new(1),
             stats: CallStats::default(),
         }
     }
 
     pub(crate) fn stats(&self) -> CallStatsSnapshot {
-        self.stats.snapshot()
+        CallStatsSnapshot {
+            log_lines_dropped: self.sandbox.log_lines_dropped(),
+            ..self.stats.snapshot()
+        }
     }
 
     pub(crate) fn limits(&self) -> Limits {
@@ -116,8 +157,19 @@ impl<P: WorldPre> InstancePool<P> {
         Ok(())
     }
 
-    /// Takes an idle instance, or makes one.
-    pub(crate) async fn lease(&self) -> Result<Lease<'_, P>, CallError> {
+    /// Waits for a permit of `kind`, then takes an idle instance or makes one. The call's clock
+    /// starts once the permit is held: waiting behind the plugin's own calls is not its time.
+    pub(crate) async fn lease(&self, kind: CallKind) -> Result<Lease<'_, P>, CallError> {
+        let permits = match kind {
+            CallKind::Work => &self.calls,
+            CallKind::Control => &self.control,
+        };
+        let permit = permits
+            .acquire()
+            .await
+            .map_err(|_closed| CallError::Instantiate {
+                reason: "the plugin is unloading".into(),
+            })?;
         let started = Instant::now();
         let idle = self
             .idle
@@ -133,7 +185,9 @@ impl<P: WorldPre> InstancePool<P> {
         Ok(Lease {
             pool: self,
             kept,
+            kind,
             started,
+            _permit: permit,
         })
     }
 
@@ -141,6 +195,7 @@ impl<P: WorldPre> InstancePool<P> {
     /// the same limits as a call.
     async fn instantiate(&self) -> Result<Kept<P::Bindings>, CallError> {
         let mut store = self.sandbox.new_store();
+        store.set_hostcall_fuel(CallKind::Work.transfer_limit());
         let limit = self.sandbox.arm(&mut store);
         match tokio::time::timeout(limit, self.pre.instantiate(&mut store)).await {
             Ok(Ok(bindings)) => Ok(Kept {
@@ -172,14 +227,19 @@ impl<P: WorldPre> InstancePool<P> {
 pub(crate) struct Lease<'p, P: WorldPre> {
     pool: &'p InstancePool<P>,
     kept: Kept<P::Bindings>,
+    kind: CallKind,
     started: Instant,
+    /// Held until the instance is back in the pool or dropped.
+    _permit: SemaphorePermit<'p>,
 }
 
 impl<P: WorldPre> Lease<'_, P> {
     /// Starts the call's clock; returns the store, the bindings and the time limit for the caller's
     /// `tokio::time::timeout`.
     pub(crate) fn arm(&mut self) -> (&mut Store<StoreState>, &P::Bindings, Duration) {
-        let limit = self.pool.sandbox.arm(&mut self.kept.store);
+        let store = &mut self.kept.store;
+        store.set_hostcall_fuel(self.kind.transfer_limit());
+        let limit = self.pool.sandbox.arm(store);
         (&mut self.kept.store, &self.kept.bindings, limit)
     }
 
@@ -193,6 +253,8 @@ impl<P: WorldPre> Lease<'_, P> {
             pool,
             mut kept,
             started,
+            _permit,
+            ..
         } = self;
         let outcome = match result {
             Ok(Ok(value)) => Ok(value),

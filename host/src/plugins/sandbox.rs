@@ -65,7 +65,7 @@ impl Sandbox {
         manifest: &Manifest,
         services: &HostServices,
     ) -> Self {
-        let log = PluginLog::new(name.into(), services.log.clone());
+        let log = PluginLog::new(name.into(), services.log.clone(), &manifest.limits);
         let grants = Grants {
             http: HttpGate::new(
                 log.clone(),
@@ -85,6 +85,10 @@ impl Sandbox {
 
     pub(crate) fn limits(&self) -> Limits {
         self.grants.limits
+    }
+
+    pub(crate) fn log_lines_dropped(&self) -> u64 {
+        self.grants.log.dropped()
     }
 
     /// A store with a fresh WASI context, the plugin's grants, its memory limit and the epoch
@@ -151,17 +155,26 @@ impl Sandbox {
     }
 }
 
-/// A fixed description: a trap code, an exit status, or that a host call failed. Error chains from
-/// host calls are not shown, since some quote request data.
+/// A fixed description: a trap code, an exit status, a transfer past its limit, or that a host call
+/// failed. Error chains from host calls are not shown, since some quote request data.
 pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
     if let Some(trap) = error.downcast_ref::<Trap>() {
         trap.to_string()
     } else if let Some(exit) = error.downcast_ref::<I32Exit>() {
         format!("the plugin exited with status {}", exit.0)
+    } else if error
+        .chain()
+        .any(|cause| cause.to_string().starts_with(TRANSFER_LIMIT_ERROR))
+    {
+        "the plugin handed the host more data in one transfer than it accepts".to_owned()
     } else {
         "a host call failed".to_owned()
     }
 }
+
+/// How wasmtime's message starts when a transfer runs out of hostcall fuel (its error type is
+/// private); `tests/hostile_plugins.rs` pins it.
+const TRANSFER_LIMIT_ERROR: &str = "too much data is being copied between the host and the guest";
 
 /// The data of one plugin instance's `Store`.
 pub(crate) struct StoreState {

@@ -25,6 +25,8 @@ pub struct CallStatsSnapshot {
     pub instantiate: u64,
     /// Summed over all calls, from taking an instance to the result.
     pub total_duration: Duration,
+    /// Log lines over the plugin's log budget, dropped.
+    pub log_lines_dropped: u64,
 }
 
 impl CallStatsSnapshot {
@@ -56,6 +58,7 @@ impl CallStats {
             memory: self.memory.load(Ordering::Relaxed),
             instantiate: self.instantiate.load(Ordering::Relaxed),
             total_duration: Duration::from_micros(self.total_micros.load(Ordering::Relaxed)),
+            log_lines_dropped: 0,
         }
     }
 }

@@ -250,7 +250,7 @@ mod tests {
             .map(|p| HostPattern::parse(p).unwrap())
             .collect();
         HttpGate::new(
-            PluginLog::new("test".into(), LogSink::Tracing),
+            PluginLog::new("test".into(), LogSink::Tracing, &Default::default()),
             allowed,
             Arc::new(NetworkSender),
         )

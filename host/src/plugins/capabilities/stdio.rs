@@ -93,7 +93,7 @@ impl LineWriter {
             LogSource::Log | LogSource::Stdout | LogSource::Host => Level::Info,
         };
         self.log
-            .write(level, self.source, line.trim_end_matches('\r').to_owned());
+            .write(level, self.source, line.trim_end_matches('\r'));
     }
 }
 
@@ -151,13 +151,18 @@ mod tests {
 
     fn captured_stdout() -> (GuestStdio, LogCapture) {
         let capture = LogCapture::default();
-        let log = PluginLog::new("p".into(), LogSink::Capture(capture.clone()));
+        let log = PluginLog::new(
+            "p".into(),
+            LogSink::Capture(capture.clone()),
+            &Default::default(),
+        );
         (GuestStdio::stdout(log), capture)
     }
 
     fn messages(capture: &LogCapture) -> Vec<String> {
         capture
             .take()
+            .lines
             .into_iter()
             .map(|LogLine { message, .. }| message)
             .collect()
@@ -192,10 +197,14 @@ mod tests {
     #[test]
     fn stderr_lines_are_warnings() {
         let capture = LogCapture::default();
-        let log = PluginLog::new("p".into(), LogSink::Capture(capture.clone()));
+        let log = PluginLog::new(
+            "p".into(),
+            LogSink::Capture(capture.clone()),
+            &Default::default(),
+        );
         let mut stream = GuestStdio::stderr(log).lines();
         stream.push(b"oops\n");
-        let lines = capture.take();
+        let lines = capture.take().lines;
         assert_eq!(lines[0].level, Level::Warn);
         assert_eq!(lines[0].source, LogSource::Stderr);
     }

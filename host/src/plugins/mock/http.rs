@@ -61,7 +61,13 @@ impl fmt::Display for RecordedRequest {
     }
 }
 
-/// The requests recorded so far, shared by the instances of one plugin.
+/// A mock run keeps this many requests per report, and this much of each body, so a plugin that
+/// floods cannot fill the memory of `outbox-host plugin test`.
+pub const MAX_RECORDED_REQUESTS: usize = 1_000;
+pub const MAX_RECORDED_BODY_BYTES: usize = 64 * 1024;
+
+/// The requests recorded so far, shared by the instances of one plugin; past
+/// [`MAX_RECORDED_REQUESTS`] they are answered but not kept.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RequestLog(Arc<Mutex<Vec<RecordedRequest>>>);
 
@@ -71,11 +77,29 @@ impl RequestLog {
     }
 
     fn push(&self, request: RecordedRequest) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(request);
+        let mut requests = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if requests.len() < MAX_RECORDED_REQUESTS {
+            requests.push(request);
+        }
     }
+}
+
+/// The first [`MAX_RECORDED_BODY_BYTES`] of a body as text, and its full length when longer.
+async fn recorded_body(mut body: WasiBody) -> Result<String, HttpError> {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            total = total.saturating_add(data.len());
+            let room = MAX_RECORDED_BODY_BYTES.saturating_sub(kept.len());
+            kept.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    if total > kept.len() {
+        text.push_str(&format!("… ({total} bytes in all)"));
+    }
+    Ok(text)
 }
 
 pub(crate) struct MockSender {
@@ -99,7 +123,7 @@ impl HttpSender for MockSender {
         let log = self.log.clone();
         Box::new(async move {
             let (parts, body) = request.into_parts();
-            let body = body.collect().await?.to_bytes();
+            let body = recorded_body(body).await?;
             log.push(RecordedRequest {
                 method: parts.method.to_string(),
                 url: parts.uri.to_string(),
@@ -113,7 +137,7 @@ impl HttpSender for MockSender {
                         )
                     })
                     .collect(),
-                body: String::from_utf8_lossy(&body).into_owned(),
+                body,
             });
             let body = Full::new(Bytes::from(response.body))
                 .map_err(|never| match never {})

@@ -126,6 +126,8 @@ pub struct TestReport {
     pub inspect: InspectReport,
     pub calls: Vec<MockCall>,
     pub logs: Vec<LogLine>,
+    /// Lines logged past the ones kept in `logs`.
+    pub logs_not_kept: u64,
     pub requests: Vec<RecordedRequest>,
 }
 
@@ -148,6 +150,7 @@ impl TestReport {
                 "source": line.source.as_str(),
                 "message": line.message,
             })).collect::<Vec<_>>(),
+            "logs_not_kept": self.logs_not_kept,
             "requests": self.requests.iter().map(|request| json!({
                 "method": request.method,
                 "url": request.url,
@@ -192,6 +195,9 @@ impl fmt::Display for TestReport {
                     line.source.as_str(),
                     line.message
                 )?;
+            }
+            if self.logs_not_kept > 0 {
+                writeln!(f, "  … {} more lines not kept", self.logs_not_kept)?;
             }
         }
         if !self.requests.is_empty() {

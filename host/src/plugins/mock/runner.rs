@@ -104,10 +104,12 @@ impl MockRunner {
                 elapsed: started.elapsed(),
             });
         }
+        let logs = self.logs.take();
         TestReport {
             inspect: self.inspect(),
             calls,
-            logs: self.logs.take(),
+            logs: logs.lines,
+            logs_not_kept: logs.not_kept,
             requests: self.requests.take(),
         }
     }

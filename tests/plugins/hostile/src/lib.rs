@@ -3,7 +3,10 @@
 //! with error type `denied` when the sandbox held, and success only when it did not.
 //!
 //! Destinations: `loop`, `alloc`, `read-file`, `env-var`, `socket` (payload `{"port": N}`),
-//! `http` (`{"url": "…"}`), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`.
+//! `http` (`{"url": "…"}`), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`,
+//! `log-flood` (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal
+//! escapes, on the log interface and on stdout), `huge-log` and `huge-error` (`{"mb": N}`: one log
+//! line, or a retryable failure's message, of N MiB).
 
 use std::time::Duration;
 
@@ -51,6 +54,25 @@ impl Handler for Hostile {
                 None => PublishResult::permanent("the payload needs `ms`"),
             },
             "trap" => panic!("the hostile plugin traps on purpose"),
+            "log-flood" => {
+                let lines = payload_number(&envelope, "lines").unwrap_or(10_000);
+                for line in 0..lines {
+                    outbox_sdk::log!(info, "flood line {line}");
+                }
+                PublishResult::success()
+            }
+            "log-forge" => {
+                let forged =
+                    "hello\n2026-12-02T00:00:00.000000Z ERROR outbox_host::relay: forged\r\x1b[2K";
+                outbox_sdk::log::info(forged);
+                println!("{forged}");
+                PublishResult::success()
+            }
+            "huge-log" => {
+                outbox_sdk::log::info(&mebibytes(&envelope));
+                PublishResult::success()
+            }
+            "huge-error" => PublishResult::retryable(mebibytes(&envelope)),
             "ok" => PublishResult::success(),
             _ => PublishResult::permanent("unknown hostile action"),
         }
@@ -86,6 +108,12 @@ fn escaped_if(attempt: std::io::Result<()>) -> PublishResult {
 
 fn denied(detail: &str) -> PublishResult {
     PublishResult::permanent(format!("denied: {detail}")).with_error_type("denied")
+}
+
+/// `{"mb": N}` MiB of text, built inside the plugin's own memory.
+fn mebibytes(envelope: &Envelope) -> String {
+    let mb = payload_number(envelope, "mb").unwrap_or(1);
+    "x".repeat(usize::try_from(mb << 20).unwrap_or(usize::MAX))
 }
 
 fn payload_number(envelope: &Envelope, key: &str) -> Option<u64> {
