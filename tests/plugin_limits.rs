@@ -163,6 +163,28 @@ async fn a_plugin_holding_its_instances_leaves_the_others_their_share_of_the_poo
 }
 
 #[tokio::test]
+async fn a_slow_plugin_holds_no_more_of_a_loops_publishes_than_it_may_run_at_once() {
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    // One call at a time, each a second long: 300 of them would hold every one of the loop's 64
+    // publish slots for minutes if the relay kept claiming them while they wait for the plugin.
+    let dir = plugins_dir(
+        "limits-slots",
+        &stub,
+        "",
+        "sloth",
+        "[limits]\nmax_concurrency = 1\ntimeout_ms = 5000\n",
+    );
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let sleepers = (0..300)
+        .map(|_| hostile_entry("sleep", serde_json::json!({"ms": 1000})))
+        .collect();
+    publish_load(&db, &stub, sleepers).await;
+    assert_webhook_rows_untouched(&db, &stub).await;
+    host.stop().await;
+}
+
+#[tokio::test]
 async fn a_log_flood_is_cut_to_the_plugin_budget_counted_and_summarised() {
     let db = TestDb::new().await;
     let stub = StubServer::start(200).await;

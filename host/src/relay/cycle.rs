@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
 use crate::repository::{Mark, OutboxRecord, RelayCapabilities};
 use chrono::Utc;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -166,7 +166,10 @@ impl LoopState {
         };
         let plugins = self.relay.plugins.borrow().clone();
         let capabilities = if batch > 0 {
-            self.scopes.ask(&plugins, &self.relay.metrics).await
+            let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;
+            let saturated = self.saturated_types(&plugins);
+            capabilities.retain(|destination_type| !saturated.contains(destination_type));
+            capabilities
         } else {
             RelayCapabilities::new()
         };
@@ -232,6 +235,26 @@ impl LoopState {
             return Err(());
         }
         Ok(())
+    }
+
+    /// Types whose plugin already has as many of this loop's publishes as it may run at once. They
+    /// claim nothing more this turn: their rows would only wait for the plugin's permits while
+    /// holding slots of `max_in_flight` that other types need. (One claim may still overshoot by up
+    /// to a batch; the type then waits until its publishes drain below the limit.)
+    fn saturated_types(&self, plugins: &PluginSet) -> HashSet<String> {
+        let mut in_flight: HashMap<&str, u32> = HashMap::new();
+        for flight in self.flights.values() {
+            *in_flight.entry(&flight.destination_type).or_default() += 1;
+        }
+        in_flight
+            .into_iter()
+            .filter(|(destination_type, count)| {
+                plugins
+                    .handler(destination_type)
+                    .is_some_and(|handler| *count >= handler.limits().max_concurrency)
+            })
+            .map(|(destination_type, _)| destination_type.to_owned())
+            .collect()
     }
 
     /// Hands each row to its handler in a task of its own. The envelope is built before the handler

@@ -72,6 +72,12 @@ impl RelayCapabilities {
         self.by_type.is_empty()
     }
 
+    /// Keeps only the destination types for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.by_type
+            .retain(|destination_type, _| keep(destination_type));
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ClaimScope)> {
         self.by_type
             .iter()
