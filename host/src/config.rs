@@ -502,7 +502,7 @@ fn resolved(path: &Path) -> PathBuf {
 /// A parser's complaint without the offending value: serde's messages quote it (`invalid type:
 /// string "…", expected u32`, `unknown variant `…``), and the value may be a secret. Only what was
 /// expected is kept of those; other messages name keys and syntax, never values.
-fn value_free(message: &str) -> String {
+pub(crate) fn value_free(message: &str) -> String {
     let quotes_the_value = ["invalid type", "invalid value", "unknown variant"]
         .iter()
         .any(|prefix| message.starts_with(prefix));
