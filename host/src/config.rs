@@ -886,16 +886,16 @@ mod tests {
     fn printing_masks_a_password_parameter_and_kafka_secrets() {
         let config = load(
             &format!(
-                "[database]\nurl = \"postgres://app@db/x?PASSWORD={MARKER}\"\n\
-                 [kafka]\nbootstrap_servers = \"sasl_ssl://svc:{MARKER}@broker:9093\"\n"
+                "[database]\nurl = \"postgres://app@db/x?password={MARKER}\"\n\
+                 [kafka]\nbootstrap_servers = \"sasl_ssl://svc:{MARKER}@broker:9093?PassWord={MARKER}\"\n"
             ),
             &[],
         )
         .unwrap();
         let printed = config.to_masked_toml();
-        assert!(printed.contains("PASSWORD=****"), "{printed}");
+        assert!(printed.contains("password=****"), "{printed}");
         assert!(
-            printed.contains("sasl_ssl://svc:****@broker:9093"),
+            printed.contains("sasl_ssl://svc:****@broker:9093?PassWord=****"),
             "{printed}"
         );
         assert!(!printed.contains(MARKER), "{printed}");
