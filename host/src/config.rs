@@ -452,7 +452,7 @@ impl Config {
         Ok(())
     }
 
-    /// The effective configuration as TOML, with every password masked (see [`mask_secrets`]).
+    /// The effective configuration as TOML, with every password masked (see `mask_secrets`).
     pub fn to_masked_toml(&self) -> String {
         let mut shown = self.clone();
         shown.database.url = Some(self.database_url().to_owned());
@@ -474,7 +474,7 @@ pub fn default_state_dir(xdg_state_home: Option<&str>, home: Option<&str>) -> Op
 
 /// Whether `path` is `dir` or lies below it, after making both absolute, resolving symbolic links
 /// in the part of each that exists, and `.` and `..` in the rest.
-pub fn path_is_within(path: &Path, dir: &Path) -> bool {
+pub(crate) fn path_is_within(path: &Path, dir: &Path) -> bool {
     resolved(path).starts_with(resolved(dir))
 }
 
@@ -581,7 +581,7 @@ const MASK: &str = "****";
 /// parameter whose name contains `password` (any case: `?password=`, `&sslpassword=`), and the whole
 /// value of a TOML `key = value` line whose key names a password, secret or token (a `[kafka]`
 /// SASL password, say). Where a boundary is unclear it masks more, never less.
-pub fn mask_secrets(line: &str) -> String {
+fn mask_secrets(line: &str) -> String {
     if let Some((key, _value)) = line.split_once(" = ")
         && names_a_secret(key)
     {
