@@ -272,6 +272,30 @@ async fn plugin_inspect_reports_the_components_own_type_over_a_forged_entry() {
 }
 
 #[tokio::test]
+async fn plugin_test_refuses_a_cache_dir_inside_the_plugins_directory() {
+    log_capture::install();
+    let plugins = plugins_with("cache-inside-plugins", &[("noop", NOOP)]);
+    let wasm = plugins.path().join("noop.wasm");
+    let cache_dir = plugins.path().join(".cache");
+    let cli = Cli::parse_from([
+        "outbox-host".as_ref(),
+        "plugin".as_ref(),
+        "test".as_ref(),
+        "--cache-dir".as_ref(),
+        cache_dir.as_os_str(),
+        wasm.as_os_str(),
+    ] as [&std::ffi::OsStr; 6]);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(cli::run(cli, &mut out, &mut err).await, 2);
+    let err = String::from_utf8_lossy(&err);
+    assert!(
+        err.contains("--cache-dir must not be inside the plugin's directory"),
+        "{err}"
+    );
+    assert!(!cache_dir.exists());
+}
+
+#[tokio::test]
 async fn an_entry_others_may_read_or_write_is_refused_and_rewritten_private() {
     let cache = Cache::new("cache-entry-mode");
     let plugins = plugins_with("cache-entry-mode-plugins", &[("noop", NOOP)]);
