@@ -3,6 +3,7 @@
 
 use outbox_host::demo::{self, DemoError, DemoOptions};
 use outbox_tests::db::{self, TestDb};
+use outbox_tests::host;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
 
@@ -11,6 +12,7 @@ fn options(db: &TestDb, plugins_dir: &ScratchDir, rows: u32) -> DemoOptions {
         database_url: db::url(),
         schema: db.schema.clone(),
         plugins: plugins_dir.path().to_owned(),
+        cache_dir: host::config(db, plugins_dir.path()).plugins.cache_dir(),
         rows,
         progress: false,
     }

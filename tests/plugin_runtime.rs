@@ -1,17 +1,17 @@
 //! The plugin runtime with real plugins built from source: the example plugins (webhook, noop,
 //! stats) loaded from a plugins directory as the relay loads them, manifests, destination-type
-//! conflicts, reloads, and the compiled-component cache.
+//! conflicts and reloads. The compiled-component cache has its own suite (`compiled_cache.rs`).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use outbox_host::plugins::mock::mock_envelope;
 use outbox_host::plugins::{
-    CompileSource, EntryDisposition, Envelope, PluginSet, PluginState, PluginStatus,
-    PublishCompleted, PublishOutcome, PublishResult, ScopeSummary, World,
+    EntryDisposition, Envelope, PluginSet, PluginState, PluginStatus, PublishCompleted,
+    PublishOutcome, PublishResult, ScopeSummary, World,
 };
 use outbox_tests::http_stub::StubServer;
-use outbox_tests::plugin_engine::{test_engine, test_engine_with_cache};
+use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::{NOOP, SCRIPTED, STATS, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
 
@@ -407,131 +407,4 @@ async fn a_removed_file_removes_its_destination_type_on_reload() {
     let after = before.reload(&engine, dir.path()).await;
     assert!(after.handler("NOOP").is_none());
     assert_eq!(after.statuses().count(), 0);
-}
-
-fn cache_entries(cache: &ScratchDir) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(cache.path())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect()
-}
-
-#[tokio::test]
-async fn a_second_load_of_an_unchanged_component_comes_from_the_cache() {
-    let cache = ScratchDir::new("cache-hit");
-    let dir = ScratchDir::new("cache-hit-plugins");
-    dir.add_plugin("noop", NOOP);
-    let first = PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    let second = PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    assert_eq!(
-        status(&first, "noop.wasm").compiled,
-        Some(CompileSource::Compiled)
-    );
-    assert_eq!(
-        status(&second, "noop.wasm").compiled,
-        Some(CompileSource::Cache)
-    );
-    assert_eq!(
-        second
-            .handler("NOOP")
-            .unwrap()
-            .publish(&envelope("NOOP", "x"))
-            .await,
-        Ok(PublishResult::Success)
-    );
-}
-
-/// Loads noop once to fill the cache, spoils its entry with `spoil`, and loads it again.
-async fn load_after_spoiling_the_cache_entry(
-    spoil: impl FnOnce(&mut Vec<u8>),
-) -> (PluginSet, ScratchDir) {
-    let cache = ScratchDir::new("cache-spoiled");
-    let dir = ScratchDir::new("cache-spoiled-plugins");
-    dir.add_plugin("noop", NOOP);
-    PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    let [entry] = cache_entries(&cache).try_into().expect("one cache entry");
-    let mut bytes = std::fs::read(&entry).unwrap();
-    spoil(&mut bytes);
-    std::fs::write(&entry, bytes).unwrap();
-    let set = PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    (set, cache)
-}
-
-#[tokio::test]
-async fn a_corrupted_cache_entry_is_ignored_and_recompiled() {
-    let (set, _cache) = load_after_spoiling_the_cache_entry(|bytes| {
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 0xff;
-    })
-    .await;
-    assert_eq!(
-        status(&set, "noop.wasm").compiled,
-        Some(CompileSource::Compiled)
-    );
-    assert_eq!(
-        set.handler("NOOP")
-            .unwrap()
-            .publish(&envelope("NOOP", "x"))
-            .await,
-        Ok(PublishResult::Success)
-    );
-}
-
-#[tokio::test]
-async fn a_truncated_cache_entry_is_ignored_and_recompiled() {
-    let (set, _cache) =
-        load_after_spoiling_the_cache_entry(|bytes| bytes.truncate(bytes.len() - 1)).await;
-    assert_eq!(
-        status(&set, "noop.wasm").compiled,
-        Some(CompileSource::Compiled)
-    );
-    assert!(set.handler("NOOP").is_some());
-}
-
-#[tokio::test]
-async fn a_recompiled_entry_replaces_the_spoiled_one() {
-    let cache = ScratchDir::new("cache-rewritten");
-    let dir = ScratchDir::new("cache-rewritten-plugins");
-    dir.add_plugin("noop", NOOP);
-    PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    let [entry] = cache_entries(&cache).try_into().expect("one cache entry");
-    std::fs::write(&entry, b"spoiled").unwrap();
-    PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    let third = PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    assert_eq!(
-        status(&third, "noop.wasm").compiled,
-        Some(CompileSource::Cache)
-    );
-}
-
-#[tokio::test]
-async fn a_stale_cache_entry_of_another_component_is_never_trusted() {
-    let cache = ScratchDir::new("cache-stale");
-    let dir = ScratchDir::new("cache-stale-plugins");
-    dir.add_plugin("noop", NOOP);
-    PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    let [noop_entry] = cache_entries(&cache).try_into().expect("one cache entry");
-    // Put noop's compiled code where webhook's entry belongs: same engine, other component.
-    let noop_name = noop_entry
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    let engine_part = noop_name.split_once('-').unwrap().1;
-    let webhook_hash = outbox_host::plugins::ContentHash::of(&std::fs::read(WEBHOOK).unwrap());
-    std::fs::copy(
-        &noop_entry,
-        cache.path().join(format!("{webhook_hash}-{engine_part}")),
-    )
-    .unwrap();
-
-    dir.remove("noop.wasm");
-    dir.add_plugin("webhook", WEBHOOK);
-    let set = PluginSet::load_dir(&test_engine_with_cache(cache.path()), dir.path()).await;
-    assert_eq!(
-        status(&set, "webhook.wasm").compiled,
-        Some(CompileSource::Compiled)
-    );
-    assert!(set.handler("WEBHOOK").is_some());
-    assert!(set.handler("NOOP").is_none());
 }

@@ -1,11 +1,12 @@
 //! The service configuration: one TOML file, every key optional, `OUTBOX_<SECTION>_<KEY>` environment
-//! overrides, and `DATABASE_URL`. An unknown key or a bad value is an error that names the key.
+//! overrides, and `DATABASE_URL`. An unknown key or a bad value is an error that names the key and
+//! never quotes the value (values may be secrets).
 
 use crate::database::{self, SchemaName};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -53,7 +54,13 @@ impl Default for DatabaseConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct PluginsConfig {
     pub dir: PathBuf,
-    /// Where compiled components are cached; default `<dir>/.cache`.
+    /// The host's own state directory, written by the host alone: the compiled-component cache
+    /// and its key live in its `cache/`. Default `$XDG_STATE_HOME/outbox-host`, else
+    /// `$HOME/.local/state/outbox-host` (see [`default_state_dir`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    /// Where compiled components are cached; default `<state_dir>/cache`. Never inside `dir`: the
+    /// cache holds native code, which whoever deploys plugins must not be able to plant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_dir: Option<PathBuf>,
     /// Plugin instances alive at once, across all plugins (each reserves address space, not memory).
@@ -71,6 +78,7 @@ impl Default for PluginsConfig {
     fn default() -> Self {
         PluginsConfig {
             dir: PathBuf::from("./plugins"),
+            state_dir: None,
             cache_dir: None,
             max_instances: 1000,
             watch_debounce_ms: 50,
@@ -81,10 +89,11 @@ impl Default for PluginsConfig {
 }
 
 impl PluginsConfig {
-    pub fn cache_dir(&self) -> PathBuf {
+    /// `None` when neither `cache_dir` nor `state_dir` is known: every plugin is then compiled.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
         self.cache_dir
             .clone()
-            .unwrap_or_else(|| self.dir.join(".cache"))
+            .or_else(|| self.state_dir.as_ref().map(|dir| dir.join("cache")))
     }
 
     pub fn watch_debounce(&self) -> Duration {
@@ -274,8 +283,12 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("configuration file {path} is not valid TOML: {message}")]
-    Syntax { path: PathBuf, message: String },
+    #[error("configuration file {path} is not valid TOML{}: {message}", line.map(|n| format!(" (line {n})")).unwrap_or_default())]
+    Syntax {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
     #[error("configuration key {key}: {message}")]
     Key { key: String, message: String },
 }
@@ -317,20 +330,29 @@ impl Config {
             Some(path) => read_table(path)?,
             None => toml::Table::new(),
         };
-        let mut database_url = None;
+        let (mut database_url, mut xdg_state_home, mut home) = (None, None, None);
         for (name, value) in env {
-            if name == "DATABASE_URL" {
-                database_url = Some(value);
-            } else if let Some(rest) = name.strip_prefix(ENV_PREFIX) {
-                apply_env_override(&mut table, &name, rest, &value)?;
+            match name.as_str() {
+                "DATABASE_URL" => database_url = Some(value),
+                "XDG_STATE_HOME" => xdg_state_home = Some(value),
+                "HOME" => home = Some(value),
+                _ => {
+                    if let Some(rest) = name.strip_prefix(ENV_PREFIX) {
+                        apply_env_override(&mut table, &name, rest, &value)?;
+                    }
+                }
             }
         }
         let mut config: Config = serde_path_to_error::deserialize(table).map_err(|error| {
             let key = error.path().to_string();
-            ConfigError::key(key, error.into_inner().message().to_owned())
+            ConfigError::key(key, value_free(error.into_inner().message()))
         })?;
         if config.database.url.is_none() {
             config.database.url = database_url;
+        }
+        if config.plugins.state_dir.is_none() {
+            config.plugins.state_dir =
+                default_state_dir(xdg_state_home.as_deref(), home.as_deref());
         }
         config.validate()?;
         Ok(config)
@@ -357,7 +379,20 @@ impl Config {
                 .map_err(|error| ConfigError::key("database.schema", error.to_string()))?;
         }
         database::connect_options(self.database_url())
-            .map_err(|error| ConfigError::key("database.url", error.to_string()))?;
+            .map_err(|error| ConfigError::key("database.url", mask_secrets(&error.to_string())))?;
+        if let Some(cache_dir) = self.plugins.cache_dir()
+            && path_is_within(&cache_dir, &self.plugins.dir)
+        {
+            let key = match self.plugins.cache_dir {
+                Some(_) => "plugins.cache_dir",
+                None => "plugins.state_dir",
+            };
+            return Err(ConfigError::key(
+                key,
+                "must not be inside plugins.dir: the compiled-component cache holds native code, \
+                 which whoever deploys plugins must not be able to plant",
+            ));
+        }
         let at_least_one = [
             (
                 "database.max_connections",
@@ -417,11 +452,66 @@ impl Config {
         Ok(())
     }
 
-    /// The effective configuration as TOML, with the database password masked.
+    /// The effective configuration as TOML, with every password masked (see `mask_secrets`).
     pub fn to_masked_toml(&self) -> String {
         let mut shown = self.clone();
-        shown.database.url = Some(mask_password(self.database_url()));
-        toml::to_string_pretty(&shown).expect("the configuration always serializes")
+        shown.database.url = Some(self.database_url().to_owned());
+        let text = toml::to_string_pretty(&shown).expect("the configuration always serializes");
+        text.lines().map(|line| mask_secrets(line) + "\n").collect()
+    }
+}
+
+/// Where the host keeps its own state when `plugins.state_dir` is not set, following the XDG base
+/// directory rules: `$XDG_STATE_HOME/outbox-host` (only an absolute path counts), else
+/// `$HOME/.local/state/outbox-host`; `None` without either.
+pub fn default_state_dir(xdg_state_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    const NAME: &str = "outbox-host";
+    let absolute = |value: Option<&str>| value.map(PathBuf::from).filter(|path| path.is_absolute());
+    absolute(xdg_state_home)
+        .map(|state| state.join(NAME))
+        .or_else(|| absolute(home).map(|home| home.join(".local/state").join(NAME)))
+}
+
+/// Whether `path` is `dir` or lies below it, after making both absolute, resolving symbolic links
+/// in the part of each that exists, and `.` and `..` in the rest.
+pub(crate) fn path_is_within(path: &Path, dir: &Path) -> bool {
+    resolved(path).starts_with(resolved(dir))
+}
+
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut lexical = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    lexical
+        .ancestors()
+        .find_map(|ancestor| {
+            let canonical = ancestor.canonicalize().ok()?;
+            Some(canonical.join(lexical.strip_prefix(ancestor).ok()?))
+        })
+        .unwrap_or(lexical)
+}
+
+/// A parser's complaint without the offending value: serde's messages quote it (`invalid type:
+/// string "…", expected u32`, `unknown variant `…``), and the value may be a secret. Only what was
+/// expected is kept of those; other messages name keys and syntax, never values.
+pub(crate) fn value_free(message: &str) -> String {
+    let quotes_the_value = ["invalid type", "invalid value", "unknown variant"]
+        .iter()
+        .any(|prefix| message.starts_with(prefix));
+    if !quotes_the_value {
+        return message.trim_end().to_owned();
+    }
+    match message.split_once(", expected ") {
+        Some((_, expected)) => format!("invalid value, expected {expected}"),
+        None => "invalid value".to_owned(),
     }
 }
 
@@ -444,7 +534,10 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
     })?;
     toml::from_str(&text).map_err(|error| ConfigError::Syntax {
         path: path.to_owned(),
-        message: error.message().to_owned(),
+        line: error
+            .span()
+            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1),
+        message: value_free(error.message()),
     })
 }
 
@@ -480,18 +573,80 @@ fn apply_env_override(
     Ok(())
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:****@host/db`.
-fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((credentials, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match credentials.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:****@{host}"),
-        None => url.to_owned(),
+/// The mask that replaces a secret.
+const MASK: &str = "****";
+
+/// One line of text with every password masked: the password of each URL's user info
+/// (`postgres://user:secret@host` → `postgres://user:****@host`), the value of each query
+/// parameter whose name contains `password` (any case: `?password=`, `&sslpassword=`), and the whole
+/// value of a TOML `key = value` line whose key names a password, secret or token (a `[kafka]`
+/// SASL password, say). Where a boundary is unclear it masks more, never less.
+fn mask_secrets(line: &str) -> String {
+    if let Some((key, _value)) = line.split_once(" = ")
+        && names_a_secret(key)
+    {
+        return format!("{key} = \"{MASK}\"");
     }
+    mask_query_passwords(&mask_userinfo_passwords(line))
+}
+
+fn names_a_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["password", "secret", "token"]
+        .iter()
+        .any(|word| key.contains(word))
+}
+
+fn mask_userinfo_passwords(text: &str) -> String {
+    let mut masked = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("://") {
+        let (before, after) = rest.split_at(start + 3);
+        masked.push_str(before);
+        // The user info ends at the authority's last `@`; its password starts at its first `:`.
+        let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+        let Some(at) = after[..authority_end].rfind('@') else {
+            rest = after;
+            continue;
+        };
+        let userinfo = &after[..at];
+        match userinfo.find(':') {
+            Some(colon) => {
+                masked.push_str(&userinfo[..=colon]);
+                masked.push_str(MASK);
+            }
+            None => masked.push_str(userinfo),
+        }
+        masked.push('@');
+        rest = &after[at + 1..];
+    }
+    masked.push_str(rest);
+    masked
+}
+
+fn mask_query_passwords(text: &str) -> String {
+    let mut masked = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(equals) = rest.find('=') {
+        let (before, after) = rest.split_at(equals + 1);
+        masked.push_str(before);
+        rest = after;
+        let name = before[..equals]
+            .rfind(['?', '&'])
+            .map(|start| &before[start + 1..equals]);
+        if !name.is_some_and(|name| name.to_ascii_lowercase().contains("password")) {
+            continue;
+        }
+        // The value runs to the next parameter or fragment; at the end of a line, up to the
+        // closing quote of a TOML string.
+        let end = after
+            .find(['&', '#'])
+            .unwrap_or_else(|| after.len() - usize::from(after.ends_with('"')));
+        masked.push_str(MASK);
+        rest = &after[end..];
+    }
+    masked.push_str(rest);
+    masked
 }
 
 #[cfg(test)]
@@ -585,6 +740,175 @@ mod tests {
         )
         .unwrap();
         assert_eq!(from_file.database_url(), "postgres://f@h/d");
+    }
+
+    /// Planted in every place a secret may hide; it must never come back in an error or a print.
+    const MARKER: &str = "s3cr3tMarker";
+
+    fn message_of(result: Result<Config, ConfigError>) -> String {
+        result.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_by_key_without_quoting_it() {
+        let error = message_of(load(&format!("[relay]\nstrategy = \"{MARKER}\"\n"), &[]));
+        assert!(error.contains("relay.strategy"), "{error}");
+        assert!(!error.contains(MARKER), "{error}");
+        let error = message_of(load("", &[("OUTBOX_RELAY_BATCH_SIZE", MARKER)]));
+        assert!(error.contains("relay.batch_size"), "{error}");
+        assert!(!error.contains(MARKER), "{error}");
+        let error = message_of(load(&format!("[admin]\nlisten = [\"{MARKER}\"]\n"), &[]));
+        assert!(error.contains("admin.listen"), "{error}");
+        assert!(!error.contains(MARKER), "{error}");
+    }
+
+    #[test]
+    fn an_oversized_integer_is_rejected_without_quoting_it() {
+        let error = message_of(load("[relay]\nbatch_size = 98765432109876543210\n", &[]));
+        assert!(!error.contains("98765432109876543210"), "{error}");
+        let error = message_of(load("[relay]\nbatch_size = 9876543210\n", &[]));
+        assert!(error.contains("relay.batch_size"), "{error}");
+        assert!(!error.contains("9876543210"), "{error}");
+    }
+
+    #[test]
+    fn a_bad_database_url_is_named_without_its_password() {
+        let url = format!("postgres://app:{MARKER}@db:notaport/x?password={MARKER}");
+        let error = load("", &[("OUTBOX_DATABASE_URL", url.as_str())]).unwrap_err();
+        let message = error.to_string();
+        assert_eq!(key_of(error), "database.url");
+        assert!(!message.contains(MARKER), "{message}");
+    }
+
+    #[test]
+    fn the_state_dir_defaults_to_xdg_state_home_then_home() {
+        let from_xdg = load("", &[("XDG_STATE_HOME", "/xdg/state"), ("HOME", "/home/u")]).unwrap();
+        assert_eq!(
+            from_xdg.plugins.state_dir.as_deref(),
+            Some(Path::new("/xdg/state/outbox-host"))
+        );
+        let from_home = load("", &[("HOME", "/home/u")]).unwrap();
+        assert_eq!(
+            from_home.plugins.cache_dir().as_deref(),
+            Some(Path::new("/home/u/.local/state/outbox-host/cache"))
+        );
+        let relative_xdg = load("", &[("XDG_STATE_HOME", "state"), ("HOME", "/home/u")]).unwrap();
+        assert_eq!(
+            relative_xdg.plugins.state_dir.as_deref(),
+            Some(Path::new("/home/u/.local/state/outbox-host"))
+        );
+        let neither = load("", &[]).unwrap();
+        assert_eq!(neither.plugins.cache_dir(), None);
+    }
+
+    #[test]
+    fn the_default_cache_dir_is_not_under_the_plugins_dir() {
+        let config = load(
+            "[plugins]\ndir = \"/srv/plugins\"\n",
+            &[("HOME", "/home/u")],
+        )
+        .unwrap();
+        let cache_dir = config.plugins.cache_dir().unwrap();
+        assert!(
+            !path_is_within(&cache_dir, &config.plugins.dir),
+            "{cache_dir:?}"
+        );
+    }
+
+    #[test]
+    fn a_cache_dir_inside_the_plugins_dir_is_refused() {
+        for cache_dir in ["./plugins/.cache", "plugins", "./x/../plugins/deep/cache"] {
+            let error =
+                load(&format!("[plugins]\ncache_dir = \"{cache_dir}\"\n"), &[]).unwrap_err();
+            assert_eq!(key_of(error), "plugins.cache_dir", "{cache_dir}");
+        }
+        let error = load("[plugins]\nstate_dir = \"plugins/state\"\n", &[]).unwrap_err();
+        assert_eq!(key_of(error), "plugins.state_dir");
+        assert!(load("[plugins]\ncache_dir = \"./plugins-cache\"\n", &[]).is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cache_dir_reaching_the_plugins_dir_through_a_symbolic_link_is_refused() {
+        let root =
+            std::env::temp_dir().join(format!("outbox-config-link-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(root.join("plugins")).unwrap();
+        std::os::unix::fs::symlink(root.join("plugins"), root.join("link")).unwrap();
+        let text = format!(
+            "[plugins]\ndir = {:?}\ncache_dir = {:?}\n",
+            root.join("plugins"),
+            root.join("link/cache")
+        );
+        let result = load(&text, &[]);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(key_of(result.unwrap_err()), "plugins.cache_dir");
+    }
+
+    #[test]
+    fn masking_hides_user_info_passwords_and_password_parameters() {
+        for (text, shown) in [
+            ("postgres://app:pw@db/x", "postgres://app:****@db/x"),
+            (
+                "postgres://app:p@ss w@db:5432",
+                "postgres://app:****@db:5432",
+            ),
+            (
+                "postgres://app@db/x?password=pw",
+                "postgres://app@db/x?password=****",
+            ),
+            (
+                "postgres://db/x?sslmode=require&PassWord=pw&a=b",
+                "postgres://db/x?sslmode=require&PassWord=****&a=b",
+            ),
+            (
+                "postgres://db/x?sslpassword=pw#f",
+                "postgres://db/x?sslpassword=****#f",
+            ),
+            (
+                "sasl://u:a@h1:9092,sasl://v:b@h2:9092",
+                "sasl://u:****@h1:9092,sasl://v:****@h2:9092",
+            ),
+            (
+                "url = \"postgres://db/x?password=p\\\"w\"",
+                "url = \"postgres://db/x?password=****\"",
+            ),
+            ("sasl_password = \"pw\"", "sasl_password = \"****\""),
+            (
+                "postgres://app@db/x?user=password",
+                "postgres://app@db/x?user=password",
+            ),
+        ] {
+            assert_eq!(mask_secrets(text), shown, "{text}");
+        }
+    }
+
+    #[test]
+    fn printing_masks_a_password_parameter_and_kafka_secrets() {
+        let config = load(
+            &format!(
+                "[database]\nurl = \"postgres://app@db/x?password={MARKER}\"\n\
+                 [kafka]\nbootstrap_servers = \"sasl_ssl://svc:{MARKER}@broker:9093?PassWord={MARKER}\"\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        let printed = config.to_masked_toml();
+        assert!(printed.contains("password=****"), "{printed}");
+        assert!(
+            printed.contains("sasl_ssl://svc:****@broker:9093?PassWord=****"),
+            "{printed}"
+        );
+        assert!(!printed.contains(MARKER), "{printed}");
+    }
+
+    #[test]
+    fn printing_masks_the_password_of_database_url_from_the_environment() {
+        let url = format!("postgres://app:{MARKER}@db/x");
+        let printed = load("", &[("DATABASE_URL", url.as_str())])
+            .unwrap()
+            .to_masked_toml();
+        assert!(printed.contains("postgres://app:****@db/x"), "{printed}");
+        assert!(!printed.contains(MARKER), "{printed}");
     }
 
     #[test]

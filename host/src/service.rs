@@ -60,8 +60,14 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let pool = database::connect(node_options, config.database.max_connections).await?;
     let repository = OutboxRepository::new(pool, Tables::new(schema));
     let metrics = Metrics::new();
+    let cache_dir = config.plugins.cache_dir();
+    if cache_dir.is_none() {
+        tracing::warn!(
+            "no state directory (set plugins.state_dir, or HOME): every plugin is compiled when it loads"
+        );
+    }
     let engine = PluginEngine::new(EngineConfig {
-        cache_dir: Some(config.plugins.cache_dir()),
+        cache_dir,
         max_instances: config.plugins.max_instances,
         ..EngineConfig::default()
     })?;

@@ -33,7 +33,7 @@ async fn bench() {
     plugins.add_plugin("noop", NOOP);
     let engine = || {
         PluginEngine::new(EngineConfig {
-            cache_dir: Some(cache.path().to_owned()),
+            cache_dir: Some(cache.path().join("cache")),
             ..EngineConfig::default()
         })
         .unwrap()

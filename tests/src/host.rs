@@ -6,8 +6,15 @@ use outbox_host::config::{Config, Strategy};
 use outbox_host::plugins::PluginSet;
 use outbox_host::service::{self, RunningService};
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The state directory every test host shares, as a real host keeps its own across restarts: the
+/// compiled components of the test plugins are cached there across tests and runs. The host creates
+/// it private to the user on first use.
+pub fn state_dir() -> PathBuf {
+    std::env::temp_dir().join("outbox-tests-state")
+}
 
 /// A configuration for a host on `db`'s schema, loading plugins from `plugins_dir`, tuned so tests
 /// see retries and polls quickly.
@@ -18,6 +25,7 @@ pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
     config.database.migrate = false;
     config.database.max_connections = 6;
     config.plugins.dir = plugins_dir.to_owned();
+    config.plugins.state_dir = Some(state_dir());
     config.plugins.max_instances = 64;
     config.admin.listen = "127.0.0.1:0".to_owned();
     config.relay.strategy = Strategy::ListenNotify;

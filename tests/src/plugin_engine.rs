@@ -16,7 +16,8 @@ pub fn test_engine() -> PluginEngine {
     .expect("the plugin engine starts")
 }
 
-/// An engine that caches compiled components in `cache_dir`.
+/// An engine that caches compiled components in `cache_dir`, which it creates private to the user;
+/// a directory that exists with group or other permissions is not used (every load compiles).
 pub fn test_engine_with_cache(cache_dir: &Path) -> PluginEngine {
     let config = EngineConfig {
         cache_dir: Some(cache_dir.to_owned()),

@@ -120,6 +120,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 database_url: database_url.unwrap_or_else(|| config.database_url().to_owned()),
                 schema: SchemaName::parse(demo::SCHEMA).expect("the demo's schema name is valid"),
                 plugins,
+                cache_dir: config.plugins.cache_dir(),
                 rows,
                 progress: true,
             };

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::config::path_is_within;
 use crate::plugins::mock::{EnvelopeOverride, MockHttpResponse, MockOptions, MockRunner};
 use crate::plugins::{EngineConfig, PluginEngine};
 
@@ -53,7 +54,8 @@ pub struct TestArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Cache compiled components in this directory, so a second run does not recompile.
+    /// Cache compiled components in this directory (created private to the user; never inside the
+    /// plugin's own directory), so a second run does not recompile [default: no cache].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }
@@ -68,7 +70,8 @@ pub struct InspectArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Cache compiled components in this directory, so a second run does not recompile.
+    /// Cache compiled components in this directory (created private to the user; never inside the
+    /// plugin's own directory), so a second run does not recompile [default: no cache].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }
@@ -139,6 +142,16 @@ async fn load(
     cache_dir: Option<PathBuf>,
     options: MockOptions,
 ) -> Result<MockRunner, String> {
+    let plugin_dir = wasm.parent().filter(|dir| !dir.as_os_str().is_empty());
+    if let Some(cache_dir) = &cache_dir
+        && path_is_within(cache_dir, plugin_dir.unwrap_or(Path::new(".")))
+    {
+        return Err(
+            "--cache-dir must not be inside the plugin's directory: the cache holds native \
+                    code, which whoever can write plugins there must not be able to plant"
+                .to_owned(),
+        );
+    }
     let engine = PluginEngine::new(EngineConfig {
         cache_dir,
         ..EngineConfig::default()

@@ -67,11 +67,58 @@ impl Default for Tables {
     }
 }
 
+/// The query parameters sqlx 0.8 reads from a PostgreSQL URL (besides `options[NAME]`).
+const URL_PARAMETERS: [&str; 17] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+];
+
 /// Parses a database URL. The error never echoes the URL: it may carry a password.
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, DatabaseError> {
+    refuse_unknown_parameters(url)?;
     PgConnectOptions::from_str(url)
         .map(|options| options.log_statements(tracing::log::LevelFilter::Trace))
         .map_err(|error| DatabaseError::InvalidUrl(error.to_string()))
+}
+
+/// sqlx logs the value of a query parameter it does not know, so a misspelt `Password=` would put a
+/// password in the log: such a URL is refused first, naming the parameter by position only (in a URL
+/// it cannot parse, what looks like a name may be part of a password).
+fn refuse_unknown_parameters(url: &str) -> Result<(), DatabaseError> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    let unknown = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .position(|pair| {
+            let name = pair.split('=').next().unwrap_or_default();
+            !(URL_PARAMETERS.contains(&name) || name.starts_with("options[") && name.ends_with(']'))
+        });
+    match unknown {
+        Some(index) => Err(DatabaseError::InvalidUrl(format!(
+            "query parameter {} is not one PostgreSQL connections take (names are case-sensitive: \
+             `password`, `sslmode`, ...)",
+            index + 1
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A pool sized for the relay loops, the marks, maintenance and the admin endpoint.
@@ -106,4 +153,25 @@ pub async fn migrate(
     MIGRATOR.run(&mut conn).await?;
     conn.close().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_with_the_parameters_postgres_takes_is_accepted() {
+        let url =
+            "postgres://app@db/x?sslmode=disable&password=pw&options[search_path]=a&port=5433";
+        assert!(connect_options(url).is_ok());
+    }
+
+    #[test]
+    fn an_unknown_parameter_is_refused_by_position_without_its_value() {
+        let error = connect_options("postgres://app@db/x?sslmode=disable&Password=hunter2")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("query parameter 2"), "{error}");
+        assert!(!error.contains("hunter2"), "{error}");
+    }
 }

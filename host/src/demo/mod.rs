@@ -43,9 +43,11 @@ pub struct DemoOptions {
     pub database_url: String,
     /// Dropped and migrated afresh: it must hold nothing worth keeping.
     pub schema: SchemaName,
-    /// Where the built example plugins are: `webhook.wasm`, `noop.wasm`, `stats.wasm`. Their
-    /// compiled code is cached in its `.cache`, shared with `outbox-host run`.
+    /// Where the built example plugins are: `webhook.wasm`, `noop.wasm`, `stats.wasm`.
     pub plugins: PathBuf,
+    /// Where their compiled code is cached (`plugins.cache_dir()`, shared with `outbox-host run`);
+    /// `None` compiles them on every run.
+    pub cache_dir: Option<PathBuf>,
     pub rows: u32,
     /// Draw the progress bar on stderr (only when it is a terminal).
     pub progress: bool,
@@ -94,7 +96,7 @@ fn service_config(options: &DemoOptions, plugins: &DemoPlugins) -> Config {
     config.database.url = Some(options.database_url.clone());
     config.database.schema = Some(options.schema.to_string());
     config.plugins.dir = plugins.path().to_owned();
-    config.plugins.cache_dir = Some(options.plugins.join(".cache"));
+    config.plugins.cache_dir = options.cache_dir.clone();
     config.admin.listen = "127.0.0.1:0".to_owned();
     config.relay.polling_interval_ms = 100;
     config.relay.backoff_base_delay_ms = 50;

@@ -48,7 +48,8 @@ impl Default for ComponentCaps {
 /// How the engine is set up. The defaults suit a service with tens of plugins.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Where compiled components are cached; `None` compiles on every load.
+    /// Where compiled components are cached; `None` compiles on every load. Only the host may
+    /// write there: never a directory inside the plugins directory (see [`crate::plugins::cache`]).
     pub cache_dir: Option<PathBuf>,
     /// Component instances alive at once, kept or in use, across all plugins. Each reserves a linear
     /// memory slot of virtual address space (4 GiB, not resident), so 1,000 reserve about 4 TiB of
@@ -90,13 +91,13 @@ impl PluginEngine {
         let mut linker = Linker::new(&engine);
         capabilities::add_to_linker(&mut linker)
             .map_err(|error| PluginError::Engine(format!("{error:#}")))?;
-        let cache = config
-            .cache_dir
-            .map(|path| {
-                ComponentCache::open(&path, &engine)
-                    .map_err(|source| PluginError::CacheDir { path, source })
-            })
-            .transpose()?;
+        let cache = config.cache_dir.and_then(|dir| {
+            ComponentCache::open(&dir, &engine)
+                .inspect_err(|error| {
+                    tracing::warn!(%error, "the compiled-component cache is not used: every plugin is compiled when it loads");
+                })
+                .ok()
+        });
         let ticker = EpochTicker::start(engine.clone()).map_err(|error| {
             PluginError::Engine(format!("cannot start the epoch ticker: {error}"))
         })?;

@@ -10,11 +10,6 @@ use crate::plugins::manifest::ManifestError;
 pub enum PluginError {
     #[error("cannot configure the WebAssembly engine: {0}")]
     Engine(String),
-    #[error("cannot use the compiled-component cache directory {path}: {source}")]
-    CacheDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     /// Without a watch the plugins would lag the files, so the host does not start.
     #[error("cannot watch the plugins directory {dir}: {source}")]
     Watch { dir: PathBuf, source: notify::Error },

@@ -1,7 +1,8 @@
 //! The `<stem>.toml` manifest beside a plugin (DESIGN §5): the only source of its grants.
 //!
-//! Parsed by hand from a TOML table rather than with serde so that every message names the key and
-//! never quotes a value: `[config]` values are often secrets.
+//! Parsed by hand from a TOML table rather than with serde so that every message names the key (and
+//! the index of a list entry, `http.allowed_hosts[0]`) and never quotes a value: `[config]` values
+//! are often secrets, and an allow-list entry may carry credentials.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -93,10 +94,16 @@ pub enum ManifestError {
         min: u64,
         max: u64,
     },
-    #[error("`http.allowed_hosts`: {0}")]
-    HostPattern(#[from] HostPatternError),
-    #[error("`kafka.topics`: {0}")]
-    TopicPattern(#[from] TopicPatternError),
+    #[error("`http.allowed_hosts[{index}]` {source}")]
+    HostPattern {
+        index: usize,
+        source: HostPatternError,
+    },
+    #[error("`kafka.topics[{index}]` {source}")]
+    TopicPattern {
+        index: usize,
+        source: TopicPatternError,
+    },
 }
 
 impl Manifest {
@@ -105,7 +112,7 @@ impl Manifest {
             text.parse()
                 .map_err(|error: toml::de::Error| ManifestError::Syntax {
                     line: error.span().map(|span| line_number(text, span.start)),
-                    message: error.message().trim_end().to_owned(),
+                    message: crate::config::value_free(error.message()),
                 })?;
         let mut manifest = Manifest::default();
         for (section, value) in &table {
@@ -134,7 +141,11 @@ impl Manifest {
                 "allowed_hosts" => {
                     self.http_allowed_hosts = string_list("http.allowed_hosts", value)?
                         .into_iter()
-                        .map(HostPattern::parse)
+                        .enumerate()
+                        .map(|(index, entry)| {
+                            HostPattern::parse(entry)
+                                .map_err(|source| ManifestError::HostPattern { index, source })
+                        })
                         .collect::<Result<_, _>>()?;
                 }
                 _ => return Err(ManifestError::UnknownKey(format!("http.{key}"))),
@@ -149,7 +160,11 @@ impl Manifest {
                 "topics" => {
                     self.kafka_topics = string_list("kafka.topics", value)?
                         .into_iter()
-                        .map(TopicPattern::parse)
+                        .enumerate()
+                        .map(|(index, entry)| {
+                            TopicPattern::parse(entry)
+                                .map_err(|source| ManifestError::TopicPattern { index, source })
+                        })
                         .collect::<Result<_, _>>()?;
                 }
                 _ => return Err(ManifestError::UnknownKey(format!("kafka.{key}"))),
@@ -208,16 +223,21 @@ impl Manifest {
 }
 
 fn string_list<'a>(key: &str, value: &'a Value) -> Result<Vec<&'a str>, ManifestError> {
-    let wrong_type = || ManifestError::WrongType {
-        key: key.to_owned(),
-        expected: "a list of strings",
-    };
     let Value::Array(items) = value else {
-        return Err(wrong_type());
+        return Err(ManifestError::WrongType {
+            key: key.to_owned(),
+            expected: "a list of strings",
+        });
     };
     items
         .iter()
-        .map(|item| item.as_str().ok_or_else(wrong_type))
+        .enumerate()
+        .map(|(index, item)| {
+            item.as_str().ok_or_else(|| ManifestError::WrongType {
+                key: format!("{key}[{index}]"),
+                expected: "a string",
+            })
+        })
         .collect()
 }
 
@@ -372,11 +392,86 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_host_pattern_is_rejected() {
+    fn a_bad_host_pattern_is_rejected_by_key_and_index() {
+        let error = Manifest::parse(
+            "[http]\nallowed_hosts = [\"https://ok.example.com\", \"hooks.example.com\"]",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            ManifestError::HostPattern {
+                index: 1,
+                source: HostPatternError::NotAnOrigin
+            }
+        );
+        assert!(
+            error.to_string().starts_with("`http.allowed_hosts[1]` "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_host_pattern_with_credentials_is_rejected_without_quoting_them() {
+        let error =
+            Manifest::parse("[http]\nallowed_hosts = [\"https://svc:pa55@hooks.example.com\"]")
+                .unwrap_err();
+        let message = error.to_string();
+        assert!(message.starts_with("`http.allowed_hosts[0]` "), "{message}");
+        assert!(!message.contains("pa55"), "{message}");
+        assert!(!message.contains("svc"), "{message}");
+    }
+
+    #[test]
+    fn a_too_wide_wildcard_fails_the_manifest() {
+        for pattern in ["https://*.com", "http://*.0.0.1:8080", "*"] {
+            let text = format!("[http]\nallowed_hosts = [{pattern:?}]");
+            assert!(
+                matches!(
+                    Manifest::parse(&text),
+                    Err(ManifestError::HostPattern { index: 0, .. })
+                ),
+                "{pattern}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_topic_pattern_is_rejected_by_key_and_index_without_quoting_it() {
+        let error =
+            Manifest::parse("[kafka]\ntopics = [\"orders\", \"s3cr3t topic\"]").unwrap_err();
         assert!(matches!(
-            Manifest::parse("[http]\nallowed_hosts = [\"hooks.example.com\"]"),
-            Err(ManifestError::HostPattern(_))
+            error,
+            ManifestError::TopicPattern { index: 1, .. }
         ));
+        assert!(
+            error.to_string().starts_with("`kafka.topics[1]` "),
+            "{error}"
+        );
+        assert!(!error.to_string().contains("s3cr3t"), "{error}");
+    }
+
+    #[test]
+    fn a_list_entry_that_is_not_a_string_is_named_by_index() {
+        let error = Manifest::parse("[http]\nallowed_hosts = [\"https://a.example.com\", 12345]")
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`http.allowed_hosts[1]` must be a string"
+        );
+    }
+
+    #[test]
+    fn an_oversized_integer_is_rejected_without_quoting_it() {
+        for text in [
+            "[config]\ntoken = 98765432109876543210",
+            "[limits]\nmemory_mb = 98765432109876543210",
+        ] {
+            let error = Manifest::parse(text).unwrap_err();
+            assert!(
+                !error.to_string().contains("98765432109876543210"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

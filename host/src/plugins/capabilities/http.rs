@@ -2,7 +2,8 @@
 //!
 //! The check runs in our own [`WasiHttpHooks::send_request`], the one door every outgoing request of
 //! a guest passes through (the default hook of wasmtime-wasi-http sends anywhere). A request whose
-//! scheme, host and port match no pattern fails with `HTTP-request-denied` and no socket is opened.
+//! scheme, host and port match no pattern, or whose authority carries user info (`user@host`), fails
+//! with `HTTP-request-denied` and no socket is opened.
 //! The host sends exactly the request it was given and never follows a redirect: a 3xx reaches the
 //! guest as a response, and a request the guest then makes to the new location passes the same check.
 
@@ -54,7 +55,9 @@ impl HttpSender for NetworkSender {
 
 /// One entry of `http.allowed_hosts`: `scheme://host[:port]`, where a host of `*.example.com` matches
 /// every subdomain of `example.com` (not `example.com` itself) and a missing port is the scheme's
-/// default (80 for http, 443 for https).
+/// default (80 for http, 443 for https). A wildcard stands only before a domain of at least two
+/// labels whose top-level label starts with a letter: `*.com` would grant every .com host, and
+/// `*.0.0.1` would match `127.0.0.1`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
     https: bool,
@@ -69,36 +72,58 @@ enum HostMatch {
     Subdomains(String),
 }
 
-/// Why an `http.allowed_hosts` entry was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{0}` is not a `scheme://host[:port]` pattern (scheme http or https, host optionally `*.domain`)"
-)]
-pub struct HostPatternError(pub String);
+/// Why an `http.allowed_hosts` entry was rejected. The messages follow the entry's key and never
+/// quote the entry: it may carry credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostPatternError {
+    #[error("is not a `scheme://host[:port]` origin (no path, query or fragment)")]
+    NotAnOrigin,
+    #[error("must use the scheme http or https")]
+    Scheme,
+    #[error(
+        "must not carry user info (`user:password@`): credentials do not belong in an allow-list"
+    )]
+    UserInfo,
+    #[error("has a port that is not a number from 1 to 65535")]
+    Port,
+    #[error("has a host that is not a host name or a bracketed IPv6 address")]
+    Host,
+    #[error(
+        "may use a wildcard only as a leading `*.` before a domain of at least two labels \
+         (`*.example.com`), never on an IP address"
+    )]
+    Wildcard,
+}
 
 impl HostPattern {
     pub fn parse(pattern: &str) -> Result<Self, HostPatternError> {
-        let invalid = || HostPatternError(pattern.to_owned());
-        let (scheme, authority) = pattern.split_once("://").ok_or_else(invalid)?;
+        let (scheme, authority) = pattern
+            .split_once("://")
+            .ok_or(HostPatternError::NotAnOrigin)?;
         let https = match scheme.to_ascii_lowercase().as_str() {
             "http" => false,
             "https" => true,
-            _ => return Err(invalid()),
+            _ => return Err(HostPatternError::Scheme),
         };
-        let (host, port) = split_host_port(authority).ok_or_else(invalid)?;
+        if authority.contains('@') {
+            return Err(HostPatternError::UserInfo);
+        }
+        let (host, port) = split_host_port(authority).ok_or(HostPatternError::NotAnOrigin)?;
+        let host = normalize_host(host);
+        let host = match host.strip_prefix("*.") {
+            Some(domain) if is_wildcard_domain(domain) => HostMatch::Subdomains(domain.to_owned()),
+            Some(_) => return Err(HostPatternError::Wildcard),
+            None if host.contains('*') => return Err(HostPatternError::Wildcard),
+            None if is_host_name(&host) || is_ipv6_literal(&host) => HostMatch::Exact(host.clone()),
+            None => return Err(HostPatternError::Host),
+        };
         let port = match port {
             Some(port) => port
                 .parse::<u16>()
                 .ok()
                 .filter(|&p| p != 0)
-                .ok_or_else(invalid)?,
+                .ok_or(HostPatternError::Port)?,
             None => default_port(https),
-        };
-        let host = normalize_host(host);
-        let host = match host.strip_prefix("*.") {
-            Some(domain) if is_host_name(domain) => HostMatch::Subdomains(domain.to_owned()),
-            None if is_host_name(&host) || is_ipv6_literal(&host) => HostMatch::Exact(host.clone()),
-            _ => return Err(invalid()),
         };
         Ok(Self { https, host, port })
     }
@@ -131,9 +156,9 @@ fn default_port(https: bool) -> u16 {
 }
 
 /// Splits `host[:port]`, keeping an IPv6 literal's brackets; `None` for anything with a path,
-/// query, user info or an empty host.
+/// query or fragment, or an empty host.
 fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
-    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+    if authority.is_empty() || authority.contains(['/', '?', '#']) {
         return None;
     }
     if authority.starts_with('[') {
@@ -166,6 +191,18 @@ fn is_host_name(host: &str) -> bool {
         })
 }
 
+/// A domain a wildcard may stand before: a host name of at least two labels whose last label (the
+/// top-level domain) starts with a letter, as every top-level domain does. So never a lone
+/// top-level domain, and never an IPv4 address or a part of one (`0.0.1`, `0x7f.1`).
+fn is_wildcard_domain(domain: &str) -> bool {
+    is_host_name(domain)
+        && domain.split('.').count() >= 2
+        && domain
+            .rsplit('.')
+            .next()
+            .is_some_and(|top| top.starts_with(|c: char| c.is_ascii_alphabetic()))
+}
+
 fn is_ipv6_literal(host: &str) -> bool {
     host.strip_prefix('[')
         .and_then(|rest| rest.strip_suffix(']'))
@@ -191,20 +228,38 @@ impl HttpGate {
         }
     }
 
-    /// Whether a request to `uri` may leave the host. Only http and https with a host are considered.
-    pub fn allows(&self, uri: &Uri) -> bool {
+    /// Whether a request to `uri` may leave the host, or why not. Only http and https with a host
+    /// and no user info are considered.
+    pub fn check(&self, uri: &Uri) -> Result<(), Denial> {
+        // `Uri::host` hides user info, but the connection and the Host header would use it.
+        if uri
+            .authority()
+            .is_some_and(|authority| authority.as_str().contains('@'))
+        {
+            return Err(Denial::UserInfo);
+        }
         let https = match uri.scheme() {
             Some(scheme) if *scheme == Scheme::HTTPS => true,
             Some(scheme) if *scheme == Scheme::HTTP => false,
-            _ => return false,
+            _ => return Err(Denial::NotAllowed),
         };
-        let Some(host) = uri.host() else { return false };
-        let host = normalize_host(host);
+        let host = uri.host().map(normalize_host).ok_or(Denial::NotAllowed)?;
         let port = uri.port_u16().unwrap_or(default_port(https));
         self.allowed
             .iter()
             .any(|pattern| pattern.matches(https, &host, port))
+            .then_some(())
+            .ok_or(Denial::NotAllowed)
     }
+}
+
+/// Why an outgoing request was refused; written to the plugin's log without the URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Denial {
+    #[error("no entry of http.allowed_hosts matches")]
+    NotAllowed,
+    #[error("the URL carries user info, which is never sent")]
+    UserInfo,
 }
 
 impl WasiHttpHooks for HttpGate {
@@ -214,12 +269,12 @@ impl WasiHttpHooks for HttpGate {
         options: Option<RequestOptions>,
         _request_errors: IoFuture,
     ) -> SendFuture {
-        if self.allows(request.uri()) {
-            return self.sender.send(request, options);
-        }
+        let denial = match self.check(request.uri()) {
+            Ok(()) => return self.sender.send(request, options),
+            Err(denial) => denial,
+        };
         // The URL is the plugin's destination, a claim-scope target: it is not logged.
-        let message =
-            "outgoing HTTP request denied: no entry of http.allowed_hosts matches".to_owned();
+        let message = format!("outgoing HTTP request denied: {denial}");
         self.log.write(Level::Warn, LogSource::Host, message);
         Box::new(async { Err(HttpError::HttpRequestDenied) })
     }
@@ -257,7 +312,7 @@ mod tests {
     }
 
     fn allows(patterns: &[&str], url: &str) -> bool {
-        gate(patterns).allows(&url.parse().unwrap())
+        gate(patterns).check(&url.parse().unwrap()).is_ok()
     }
 
     #[test]
@@ -323,19 +378,96 @@ mod tests {
     }
 
     #[test]
-    fn a_pattern_with_a_path_user_info_or_other_scheme_is_rejected() {
-        for bad in [
-            "https://example.com/path",
-            "https://user@example.com",
-            "ftp://example.com",
-            "example.com",
-            "https://",
-            "https://example.com:0",
-            "https://example.com:99999",
-            "https://ex*ample.com",
-            "https://*.",
+    fn a_pattern_with_a_path_user_info_or_other_scheme_is_rejected_for_its_reason() {
+        for (bad, reason) in [
+            ("https://example.com/path", HostPatternError::NotAnOrigin),
+            ("example.com", HostPatternError::NotAnOrigin),
+            ("https://", HostPatternError::NotAnOrigin),
+            ("ftp://example.com", HostPatternError::Scheme),
+            ("https://user@example.com", HostPatternError::UserInfo),
+            ("https://svc:pa55@example.com", HostPatternError::UserInfo),
+            ("https://example.com:0", HostPatternError::Port),
+            ("https://example.com:99999", HostPatternError::Port),
+            ("https://exa mple.com", HostPatternError::Host),
         ] {
-            assert!(HostPattern::parse(bad).is_err(), "{bad} was accepted");
+            assert_eq!(HostPattern::parse(bad), Err(reason), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_wildcard_before_a_single_label_is_rejected() {
+        for bad in ["https://*.com", "https://*.com.", "http://*.localhost:8080"] {
+            assert_eq!(
+                HostPattern::parse(bad),
+                Err(HostPatternError::Wildcard),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_wildcard_on_an_ip_address_is_rejected() {
+        for bad in [
+            "http://*.0.0.1:8080",
+            "http://*.1.2.3.4",
+            "http://*.0x7f.0x1",
+            "http://*.[::1]:8080",
+        ] {
+            assert_eq!(
+                HostPattern::parse(bad),
+                Err(HostPatternError::Wildcard),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_star_anywhere_but_a_leading_label_is_rejected() {
+        for bad in [
+            "https://*",
+            "https://*.",
+            "https://**.example.com",
+            "https://*example.com",
+            "https://a.*.example.com",
+            "https://ex*ample.com",
+            "https://example.*",
+        ] {
+            assert_eq!(
+                HostPattern::parse(bad),
+                Err(HostPatternError::Wildcard),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_wildcard_before_a_registrable_domain_is_accepted() {
+        for good in [
+            "https://*.example.com",
+            "https://*.example.co.uk:8443",
+            "https://*.xn--p1ai.xn--p1ai",
+        ] {
+            assert!(HostPattern::parse(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn a_request_with_user_info_is_denied_even_to_an_allowed_host() {
+        let gate = gate(&["http://127.0.0.1:8080"]);
+        for url in [
+            "http://user@127.0.0.1:8080/",
+            "http://user:pw@127.0.0.1:8080/",
+            "http://@127.0.0.1:8080/",
+        ] {
+            assert_eq!(
+                gate.check(&url.parse().unwrap()),
+                Err(Denial::UserInfo),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            gate.check(&"http://127.0.0.1:8080/".parse().unwrap()),
+            Ok(())
+        );
     }
 }

@@ -21,16 +21,14 @@ pub enum TopicPattern {
     Prefix(String),
 }
 
-/// Why a `kafka.topics` entry was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{0}` is not a topic name or `prefix*` pattern (letters, digits, `.`, `_`, `-`, at most 249)"
-)]
-pub struct TopicPatternError(pub String);
+/// Why a `kafka.topics` entry was rejected. The message follows the entry's key and never quotes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("is not a topic name or `prefix*` pattern (letters, digits, `.`, `_`, `-`, at most 249)")]
+pub struct TopicPatternError;
 
 impl TopicPattern {
     pub fn parse(pattern: &str) -> Result<Self, TopicPatternError> {
-        let invalid = || TopicPatternError(pattern.to_owned());
+        let invalid = || TopicPatternError;
         let (name, is_prefix) = match pattern.strip_suffix('*') {
             Some(prefix) => (prefix, true),
             None => (pattern, false),

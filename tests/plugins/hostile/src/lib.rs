@@ -3,10 +3,11 @@
 //! with error type `denied` when the sandbox held, and success only when it did not.
 //!
 //! Destinations: `loop`, `alloc`, `read-file`, `env-var`, `socket` (payload `{"port": N}`),
-//! `http` (`{"url": "…"}`), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`,
-//! `log-flood` (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal
-//! escapes, on the log interface and on stdout), `huge-log` and `huge-error` (`{"mb": N}`: one log
-//! line, or a retryable failure's message, of N MiB).
+//! `http` (`{"url": "…"}`), `http-raw` (the same through `wasi:http` directly, past the SDK's own
+//! checks), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood`
+//! (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal escapes, on the
+//! log interface and on stdout), `huge-log` and `huge-error` (`{"mb": N}`: one log line, or a
+//! retryable failure's message, of N MiB).
 
 use std::time::Duration;
 
@@ -46,6 +47,10 @@ impl Handler for Hostile {
                 },
                 None => PublishResult::permanent("the payload needs a `url`"),
             },
+            "http-raw" => match payload_text(&envelope, "url") {
+                Some(url) => raw_get(&url),
+                None => PublishResult::permanent("the payload needs a `url`"),
+            },
             "sleep" => match payload_number(&envelope, "ms") {
                 Some(ms) => {
                     std::thread::sleep(Duration::from_millis(ms));
@@ -76,6 +81,48 @@ impl Handler for Hostile {
             "ok" => PublishResult::success(),
             _ => PublishResult::permanent("unknown hostile action"),
         }
+    }
+}
+
+/// GETs `url` with `wasi:http` directly, putting its authority (user info and all) into the request
+/// as it stands: the SDK refuses user info itself, an attacker's own code would not.
+fn raw_get(url: &str) -> PublishResult {
+    use outbox_sdk::bindings::destination_handler::wasi::http::outgoing_handler;
+    use outbox_sdk::bindings::destination_handler::wasi::http::types::{
+        ErrorCode, Fields, OutgoingBody, OutgoingRequest, Scheme,
+    };
+
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return PublishResult::permanent("the url needs a scheme");
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let scheme = if scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    let accepted = request
+        .set_scheme(Some(&scheme))
+        .and(request.set_authority(Some(authority)))
+        .and(request.set_path_with_query(Some(if path.is_empty() { "/" } else { path })));
+    if accepted.is_err() {
+        return PublishResult::permanent("the host refused a part of the url");
+    }
+    let body = request.body().expect("a new request's body is taken once");
+    let answer = outgoing_handler::handle(request, None).and_then(|future| {
+        OutgoingBody::finish(body, None)?;
+        loop {
+            if let Some(answer) = future.get() {
+                return answer.expect("a response is taken once").map(drop);
+            }
+            future.subscribe().block();
+        }
+    });
+    match answer {
+        Ok(()) => PublishResult::success(),
+        Err(ErrorCode::HttpRequestDenied) => denied("the host denied the request"),
+        Err(code) => PublishResult::permanent(format!("{code:?}")),
     }
 }
 
