@@ -1,7 +1,7 @@
 //! A hostile plugin on a running host, with a well-behaved one (the webhook, posting to a local
-//! receiver) under load beside it: whatever the hostile plugin does with instances, logs or the
-//! size of what it hands back, every webhook row is delivered exactly once, on its first attempt,
-//! and the host's own memory stays within the transfer limits.
+//! receiver) under load beside it: whatever the hostile plugin does with instances, logs, its
+//! allow-list or the size of what it hands back, every webhook row is delivered exactly once, on its
+//! first attempt, and the host's own memory stays within the transfer limits.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -317,6 +317,81 @@ async fn oversized_strings_from_a_plugin_are_refused_before_the_host_copies_them
     assert_eq!(
         refused, 16,
         "each oversized transfer fails its call with a clear error: {errors:?}"
+    );
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_carrying_user_info_is_denied_on_a_running_host_and_never_connects() {
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    let target = StubServer::start(200).await;
+    let dir = plugins_dir(
+        "limits-userinfo",
+        &stub,
+        "",
+        "sneak",
+        &format!("[http]\nallowed_hosts = [\"{}\"]\n", target.origin()),
+    );
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let url = format!("http://user:pw@127.0.0.1:{}/", target.port());
+    let sneaks = (0..5)
+        .map(|_| hostile_entry("http-raw", serde_json::json!({"url": url})))
+        .collect();
+    publish_load(&db, &stub, sneaks).await;
+    assert_webhook_rows_untouched(&db, &stub).await;
+    wait_until("the sneaking rows settle", SETTLE, || {
+        hostile_rows_settled(&db)
+    })
+    .await;
+    let denied: i64 = db
+        .scalar(
+            "SELECT count(*) FROM {outbox} WHERE destination_type = 'HOSTILE' \
+             AND state = 'DEAD_LETTER' AND error_type = 'denied'",
+        )
+        .await;
+    assert_eq!(denied, 5, "each request with user info is denied");
+    assert_eq!(
+        target.connections(),
+        0,
+        "the denied host was never connected to"
+    );
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn credentials_in_an_allow_list_fail_that_plugin_alone_and_are_shown_nowhere() {
+    const MARKER: &str = "pa55Marker";
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    let dir = plugins_dir(
+        "limits-credentials",
+        &stub,
+        "",
+        "leaky",
+        &format!("[http]\nallowed_hosts = [\"https://svc:{MARKER}@hooks.example.com\"]\n"),
+    );
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    publish_load(&db, &stub, vec![hostile_entry("ok", serde_json::json!({}))]).await;
+    assert_webhook_rows_untouched(&db, &stub).await;
+    assert_eq!(
+        db.scalar::<i64>(
+            "SELECT count(*) FROM {outbox} WHERE destination_type = 'HOSTILE' AND state = 'PENDING'"
+        )
+        .await,
+        1,
+        "the plugin that failed to load claims nothing"
+    );
+    let page = outbox_host::admin::client::get(&host.admin_url("/plugins"))
+        .await
+        .expect("the admin endpoint answers");
+    let page = String::from_utf8_lossy(&page);
+    assert!(page.contains("http.allowed_hosts[0]"), "{page}");
+    assert!(!page.contains(MARKER), "{page}");
+    assert!(!metrics_text(&host).await.contains(MARKER));
+    assert!(
+        log_capture::lines_with(MARKER).is_empty(),
+        "no log line shows it"
     );
     host.stop().await;
 }
