@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use outbox_host::cli::{self, Cli};
 use outbox_host::plugins::mock::mock_envelope;
-use outbox_host::plugins::{CompileSource, ContentHash, PluginSet, PluginStatus, PublishResult};
+use outbox_host::plugins::{CompileSource, ContentHash, PluginSet, PublishResult};
 use outbox_tests::log_capture;
-use outbox_tests::plugin_engine::test_engine_with_cache;
+use outbox_tests::plugin_engine::{status, test_engine_with_cache};
 use outbox_tests::plugins::{NOOP, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
 use sha2::{Digest, Sha256};
@@ -127,17 +127,6 @@ fn plugins_with(label: &str, plugins: &[(&str, &str)]) -> ScratchDir {
         dir.add_plugin(stem, component);
     }
     dir
-}
-
-fn status<'a>(set: &'a PluginSet, file_name: &str) -> &'a PluginStatus {
-    set.statuses()
-        .find(|status| {
-            status
-                .file
-                .file_name()
-                .is_some_and(|name| name == file_name)
-        })
-        .unwrap_or_else(|| panic!("no status for {file_name}"))
 }
 
 fn compiled(set: &PluginSet, file_name: &str) -> Option<CompileSource> {

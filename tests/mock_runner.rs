@@ -6,7 +6,9 @@ use clap::Parser;
 use outbox_host::cli::{self, Cli};
 use outbox_host::plugins::PublishResult;
 use outbox_host::plugins::capabilities::log::{LogSource, MAX_CAPTURED_LINES};
-use outbox_host::plugins::mock::{MockHttpResponse, MockOptions, MockOutcome, MockRunner};
+use outbox_host::plugins::mock::{
+    MockHttpResponse, MockOptions, MockOutcome, MockRunner, TestReport,
+};
 use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::{HOSTILE, NOOP, SCRIPTED, STATS, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
@@ -280,13 +282,10 @@ async fn plugin_inspect_tells_an_observer() {
     assert_eq!(report["destination_type"], serde_json::Value::Null);
 }
 
-#[tokio::test]
-async fn a_flooding_plugin_keeps_a_bounded_number_of_lines_in_the_report() {
-    let dir = ScratchDir::new("mock-flood");
-    let manifest = dir.write(
-        "hostile.toml",
-        b"[limits]\nlog_lines_per_second = 10000\nlog_bytes_per_second = 16777216\n",
-    );
+/// One `log-flood` call of `lines` lines by the hostile plugin under `limits` (a `[limits]` table).
+async fn flood_report(label: &str, limits: &str, lines: u32) -> TestReport {
+    let dir = ScratchDir::new(label);
+    let manifest = dir.write("hostile.toml", format!("[limits]\n{limits}").as_bytes());
     let options = MockOptions {
         manifest: Some(manifest),
         http_response: None,
@@ -296,8 +295,14 @@ async fn a_flooding_plugin_keeps_a_bounded_number_of_lines_in_the_report() {
         .unwrap();
     let mut envelope = runner.mock_envelope();
     envelope.destination = "log-flood".into();
-    envelope.payload = r#"{"lines": 5000}"#.into();
-    let report = runner.run(&envelope, 1).await;
+    envelope.payload = format!(r#"{{"lines": {lines}}}"#);
+    runner.run(&envelope, 1).await
+}
+
+#[tokio::test]
+async fn a_flooding_plugin_keeps_a_bounded_number_of_lines_in_the_report() {
+    let limits = "log_lines_per_second = 10000\nlog_bytes_per_second = 16777216\n";
+    let report = flood_report("mock-flood", limits, 5000).await;
     assert!(report.succeeded());
     assert_eq!(report.logs.len(), MAX_CAPTURED_LINES);
     assert_eq!(report.logs_not_kept, 5000 - MAX_CAPTURED_LINES as u64);
@@ -306,19 +311,7 @@ async fn a_flooding_plugin_keeps_a_bounded_number_of_lines_in_the_report() {
 
 #[tokio::test]
 async fn the_mock_runner_enforces_the_log_budget_as_the_host_does() {
-    let dir = ScratchDir::new("mock-budget");
-    let manifest = dir.write("hostile.toml", b"[limits]\nlog_lines_per_second = 20\n");
-    let options = MockOptions {
-        manifest: Some(manifest),
-        http_response: None,
-    };
-    let runner = MockRunner::load(&test_engine(), HOSTILE.as_ref(), options)
-        .await
-        .unwrap();
-    let mut envelope = runner.mock_envelope();
-    envelope.destination = "log-flood".into();
-    envelope.payload = r#"{"lines": 500}"#.into();
-    let report = runner.run(&envelope, 1).await;
+    let report = flood_report("mock-budget", "log_lines_per_second = 20\n", 500).await;
     let flood_lines = report
         .logs
         .iter()

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use outbox_host::plugins::mock::mock_envelope;
 use outbox_host::plugins::{
-    EntryDisposition, Envelope, PluginSet, PluginState, PluginStatus, PublishCompleted,
-    PublishOutcome, PublishResult, ScopeSummary, World,
+    EntryDisposition, Envelope, PluginSet, PluginState, PublishCompleted, PublishOutcome,
+    PublishResult, ScopeSummary, World,
 };
 use outbox_tests::http_stub::StubServer;
-use outbox_tests::plugin_engine::test_engine;
+use outbox_tests::plugin_engine::{status, test_engine};
 use outbox_tests::plugins::{NOOP, SCRIPTED, STATS, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
 
@@ -22,17 +22,6 @@ fn envelope(destination_type: &str, destination: &str) -> Envelope {
         headers: vec![("x-tenant".into(), "acme".into())],
         ..mock_envelope(destination_type)
     }
-}
-
-fn status<'a>(set: &'a PluginSet, file_name: &str) -> &'a PluginStatus {
-    set.statuses()
-        .find(|status| {
-            status
-                .file
-                .file_name()
-                .is_some_and(|name| name == file_name)
-        })
-        .unwrap_or_else(|| panic!("no status for {file_name}"))
 }
 
 /// A plugins directory holding the webhook plugin, allowed to reach `allowed_hosts`.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use outbox_host::plugins::{EngineConfig, PluginEngine};
+use outbox_host::plugins::{EngineConfig, PluginEngine, PluginSet, PluginStatus};
 
 const TEST_INSTANCES: u32 = 64;
 
@@ -25,4 +25,16 @@ pub fn test_engine_with_cache(cache_dir: &Path) -> PluginEngine {
         ..EngineConfig::default()
     };
     PluginEngine::new(config).expect("the plugin engine starts")
+}
+
+/// The status of the plugin file named `file_name` in `set`; panics when there is none.
+pub fn status<'a>(set: &'a PluginSet, file_name: &str) -> &'a PluginStatus {
+    set.statuses()
+        .find(|status| {
+            status
+                .file
+                .file_name()
+                .is_some_and(|name| name == file_name)
+        })
+        .unwrap_or_else(|| panic!("no status for {file_name}"))
 }
