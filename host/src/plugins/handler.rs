@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use tokio::time::timeout;
-
 use crate::plugins::bindings::{DestinationHandlerPre, Envelope, PublishResult, Scope};
 use crate::plugins::error::{CallError, LoadError};
 use crate::plugins::manifest::Limits;
@@ -23,20 +21,18 @@ impl HandlerPlugin {
         name: String,
         pool: InstancePool<DestinationHandlerPre<StoreState>>,
     ) -> Result<Self, LoadError> {
-        let destination_type = {
-            let call_error = |source| LoadError::Call {
+        let destination_type = pool
+            .call(CallKind::Control, async |store, handler| {
+                handler
+                    .outbox_relay_handler()
+                    .call_destination_type(store)
+                    .await
+            })
+            .await
+            .map_err(|source| LoadError::Call {
                 function: "destination-type",
                 source,
-            };
-            let mut lease = pool.lease(CallKind::Control).await.map_err(call_error)?;
-            let (store, handler, limit) = lease.arm();
-            let result = timeout(
-                limit,
-                handler.outbox_relay_handler().call_destination_type(store),
-            )
-            .await;
-            lease.settle(result).map_err(call_error)?
-        };
+            })?;
         crate::destination_type::validate(&destination_type)?;
         Ok(Self {
             name,
@@ -64,26 +60,23 @@ impl HandlerPlugin {
 
     /// Which rows this handler may claim; asked once per claim cycle.
     pub async fn claim_scope(&self) -> Result<Scope, CallError> {
-        let mut lease = self.pool.lease(CallKind::Control).await?;
-        let (store, handler, limit) = lease.arm();
-        let result = timeout(
-            limit,
-            handler.outbox_relay_handler().call_claim_scope(store),
-        )
-        .await;
-        lease.settle(result)
+        self.pool
+            .call(CallKind::Control, async |store, handler| {
+                handler.outbox_relay_handler().call_claim_scope(store).await
+            })
+            .await
     }
 
     /// Waits while the plugin already runs `max_concurrency` calls.
     pub async fn publish(&self, envelope: &Envelope) -> Result<PublishResult, CallError> {
-        let mut lease = self.pool.lease(CallKind::Work).await?;
-        let (store, handler, limit) = lease.arm();
-        let result = timeout(
-            limit,
-            handler.outbox_relay_handler().call_publish(store, envelope),
-        )
-        .await;
-        lease.settle(result)
+        self.pool
+            .call(CallKind::Work, async |store, handler| {
+                handler
+                    .outbox_relay_handler()
+                    .call_publish(store, envelope)
+                    .await
+            })
+            .await
     }
 }
 

@@ -1,7 +1,5 @@
 //! A loaded publish observer: told about every publish attempt once its state change has settled.
 
-use tokio::time::timeout;
-
 use crate::plugins::bindings::{Envelope, PublishCompleted, PublishObserverPre};
 use crate::plugins::error::CallError;
 use crate::plugins::manifest::Limits;
@@ -37,12 +35,13 @@ impl ObserverPlugin {
         event: &PublishCompleted,
         envelope: &Envelope,
     ) -> Result<(), CallError> {
-        let mut lease = self.pool.lease(CallKind::Work).await?;
-        let (store, observer, limit) = lease.arm();
-        let call = observer
-            .outbox_relay_observer()
-            .call_on_publish_completed(store, event, envelope);
-        let result = timeout(limit, call).await;
-        lease.settle(result)
+        self.pool
+            .call(CallKind::Work, async |store, observer| {
+                observer
+                    .outbox_relay_observer()
+                    .call_on_publish_completed(store, event, envelope)
+                    .await
+            })
+            .await
     }
 }

@@ -157,9 +157,23 @@ impl<P: WorldPre> InstancePool<P> {
         Ok(())
     }
 
+    /// Every call into a plugin goes through here, so none runs without its permit, its deadline,
+    /// its transfer limit and the pool's judgement of how it ended: `call` gets an instance's store
+    /// and bindings and makes the one guest call.
+    pub(crate) async fn call<R>(
+        &self,
+        kind: CallKind,
+        call: impl AsyncFnOnce(&mut Store<StoreState>, &P::Bindings) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let mut lease = self.lease(kind).await?;
+        let (store, bindings, limit) = lease.arm();
+        let result = tokio::time::timeout(limit, call(store, bindings)).await;
+        lease.settle(result)
+    }
+
     /// Waits for a permit of `kind`, then takes an idle instance or makes one. The call's clock
     /// starts once the permit is held: waiting behind the plugin's own calls is not its time.
-    pub(crate) async fn lease(&self, kind: CallKind) -> Result<Lease<'_, P>, CallError> {
+    async fn lease(&self, kind: CallKind) -> Result<Lease<'_, P>, CallError> {
         let permits = match kind {
             CallKind::Work => &self.calls,
             CallKind::Control => &self.control,
@@ -224,7 +238,7 @@ impl<P: WorldPre> InstancePool<P> {
 }
 
 /// One instance, lent out for one call. Dropping a lease without settling it retires the instance.
-pub(crate) struct Lease<'p, P: WorldPre> {
+struct Lease<'p, P: WorldPre> {
     pool: &'p InstancePool<P>,
     kept: Kept<P::Bindings>,
     kind: CallKind,
@@ -236,7 +250,7 @@ pub(crate) struct Lease<'p, P: WorldPre> {
 impl<P: WorldPre> Lease<'_, P> {
     /// Starts the call's clock; returns the store, the bindings and the time limit for the caller's
     /// `tokio::time::timeout`.
-    pub(crate) fn arm(&mut self) -> (&mut Store<StoreState>, &P::Bindings, Duration) {
+    fn arm(&mut self) -> (&mut Store<StoreState>, &P::Bindings, Duration) {
         let store = &mut self.kept.store;
         store.set_hostcall_fuel(self.kind.transfer_limit());
         let limit = self.pool.sandbox.arm(store);
@@ -245,10 +259,7 @@ impl<P: WorldPre> Lease<'_, P> {
 
     /// Ends the call: records it, returns the instance to the pool after a normal return, and retires
     /// it after anything else.
-    pub(crate) fn settle<R>(
-        self,
-        result: Result<wasmtime::Result<R>, Elapsed>,
-    ) -> Result<R, CallError> {
+    fn settle<R>(self, result: Result<wasmtime::Result<R>, Elapsed>) -> Result<R, CallError> {
         let Lease {
             pool,
             mut kept,
