@@ -83,21 +83,32 @@ async fn noop_and_other(db: &TestDb, dir: &ScratchDir) -> TestHost {
     TestHost::start(&host::config(db, dir.path())).await
 }
 
-/// Removes `noop.wasm` and waits until the host has dropped NOOP.
-async fn remove_noop(host: &TestHost, dir: &ScratchDir) {
+/// Removes `noop.wasm` and waits until the relay claims with the set that has dropped NOOP: an OTHER
+/// row published after the swap has been claimed and then recorded, so the turn that recorded it,
+/// and every turn after, started after the swap.
+async fn remove_noop(host: &TestHost, dir: &ScratchDir, db: &TestDb) {
     dir.remove("noop.wasm");
     host.wait_for_plugins("NOOP has no handler", RELOAD, |set| {
         set.handler("NOOP").is_none()
     })
+    .await;
+    let before = published(db, "OTHER").await;
+    publish_rows(db, "OTHER", 1).await;
+    wait_until(
+        "the relay has turned with the new set",
+        DELIVERY,
+        || async { published(db, "OTHER").await == before + 1 },
+    )
     .await;
 }
 
 /// OTHER rows published at once, while the `waiting` NOOP rows published before them stay
 /// unclaimed: a relay turn that claimed the OTHER rows did not claim NOOP.
 async fn assert_noop_waits_while_other_goes_on(db: &TestDb, waiting: i64) {
+    let before = published(db, "OTHER").await;
     publish_rows(db, "OTHER", 5).await;
     wait_until("the OTHER rows are published", DELIVERY, || async {
-        published(db, "OTHER").await == 5
+        published(db, "OTHER").await == before + 5
     })
     .await;
     assert_eq!(never_claimed(db, "NOOP").await, waiting);
@@ -108,7 +119,7 @@ async fn removing_a_plugin_leaves_its_rows_pending_while_other_types_go_on() {
     let db = TestDb::new().await;
     let dir = ScratchDir::new("reload-remove");
     let host = noop_and_other(&db, &dir).await;
-    remove_noop(&host, &dir).await;
+    remove_noop(&host, &dir, &db).await;
 
     publish_rows(&db, "NOOP", 5).await;
     assert_noop_waits_while_other_goes_on(&db, 5).await;
@@ -120,7 +131,7 @@ async fn adding_a_removed_plugin_back_delivers_its_waiting_rows_within_two_secon
     let db = TestDb::new().await;
     let dir = ScratchDir::new("reload-add-back");
     let host = noop_and_other(&db, &dir).await;
-    remove_noop(&host, &dir).await;
+    remove_noop(&host, &dir, &db).await;
     publish_rows(&db, "NOOP", 5).await;
     assert_noop_waits_while_other_goes_on(&db, 5).await;
 

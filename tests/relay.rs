@@ -480,3 +480,62 @@ async fn the_relay_survives_losing_its_database_connections() {
     assert_eq!(db.count("DEAD_LETTER").await, 0);
     host.stop().await;
 }
+
+#[tokio::test]
+async fn a_call_that_outlived_its_lease_cannot_record_against_the_same_nodes_next_claim() {
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    // The first delivery fails slowly; the second, made after the lease is recovered, succeeds
+    // later still, so the stale failure lands while the row is in its second claim.
+    stub.script(&[
+        (500, Duration::from_millis(1500)),
+        (200, Duration::from_millis(3000)),
+    ]);
+    let dir = webhook_dir("relay-stale-call", &stub);
+    let recorder = format!("recorder_{}", db.schema);
+    dir.add_plugin(&recorder, plugins::RECORDER);
+    let mut config = host::config(&db, dir.path());
+    config.maintenance.stale_lease_recovery_cron = "0 0 0 1 1 *".to_owned();
+    let host = TestHost::start(&config).await;
+    let id = db.publish(webhook_entry(&stub, "a", 0)).await;
+    wait_until("the first delivery has started", SETTLE, || async {
+        stub.requests().len() == 1
+    })
+    .await;
+    db.repository().reclaim_stale(Duration::ZERO).await.unwrap();
+    wait_until("the row is published", SETTLE, || async {
+        db.state_of(id).await == "PUBLISHED"
+    })
+    .await;
+    let row = db.repository().find(id).await.unwrap().unwrap();
+    assert_eq!(row.attempt, 0, "the stale call's failure spent no attempt");
+    assert_eq!(row.last_error, None);
+    assert_eq!(stub.requests().len(), 2);
+    let marker = format!("entry_id={id} ");
+    wait_until("the observer has seen both calls", SETTLE, || async {
+        log_capture::lines_of(&recorder)
+            .iter()
+            .filter(|l| l.contains(&marker))
+            .count()
+            == 2
+    })
+    .await;
+    let lines: Vec<String> = log_capture::lines_of(&recorder)
+        .into_iter()
+        .filter(|l| l.contains(&marker))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("outcome=retryable-failure")
+                && l.contains("disposition_recorded=false")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("outcome=success") && l.contains("disposition_recorded=true")),
+        "{lines:#?}"
+    );
+    host.stop().await;
+}

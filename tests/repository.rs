@@ -3,7 +3,8 @@
 
 use chrono::{Duration as Delta, Utc};
 use outbox_host::repository::{
-    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_LAST_ERROR_CHARS, Mark, RelayCapabilities,
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, Claims, MAX_LAST_ERROR_CHARS, Mark,
+    RelayCapabilities, RepositoryError,
 };
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
@@ -680,7 +681,13 @@ async fn mark_and_claim_claims_the_next_row_of_a_just_finished_aggregate() {
     let repo = db.repository();
     repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
     let cycle = repo
-        .mark_and_claim(NODE, &[Mark::Published { id: head }], 10, &all(&["A"]))
+        .mark_and_claim(
+            NODE,
+            &[Mark::Published { id: head }],
+            Claims::OfOwner,
+            10,
+            &all(&["A"]),
+        )
         .await
         .unwrap();
     assert_eq!(cycle.owned, vec![true]);
@@ -696,7 +703,7 @@ async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_
     let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
     let cycle = db
         .repository()
-        .mark_and_claim(NODE, &[Mark::Published { id }], 10, &caps)
+        .mark_and_claim(NODE, &[Mark::Published { id }], Claims::OfOwner, 10, &caps)
         .await
         .unwrap();
     assert_eq!(cycle.owned, vec![true]);
@@ -752,6 +759,50 @@ async fn the_old_owner_cannot_complete_a_reclaimed_row() {
         .unwrap();
     assert!(!db.repository().mark_published(id, NODE).await.unwrap());
     assert!(db.repository().mark_published(id, OTHER).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_mark_for_an_earlier_claim_is_refused_even_when_the_same_owner_claimed_the_row_again() {
+    let db = TestDb::new().await;
+    let id = claimed_row(&db).await;
+    let repo = db.repository();
+    let first_claim = repo.find(id).await.unwrap().unwrap().claimed_at;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
+    ))
+    .await;
+    repo.reclaim_stale(Duration::from_secs(60)).await.unwrap();
+    repo.claim_batch(1, NODE, &all(&["A"])).await.unwrap();
+    let second_claim = repo.find(id).await.unwrap().unwrap().claimed_at;
+    assert_ne!(first_claim, second_claim);
+    let published = [Mark::Published { id }];
+    assert_eq!(
+        repo.mark_claims(NODE, &published, Claims::At(&[first_claim]))
+            .await
+            .unwrap(),
+        vec![false],
+        "the stale call's outcome is not recorded against the new claim"
+    );
+    assert_eq!(db.state_of(id).await, "PROCESSING");
+    assert_eq!(
+        repo.mark_claims(NODE, &published, Claims::At(&[second_claim]))
+            .await
+            .unwrap(),
+        vec![true]
+    );
+}
+
+#[tokio::test]
+async fn marks_and_claims_of_different_lengths_are_refused() {
+    let db = TestDb::new().await;
+    let id = claimed_row(&db).await;
+    let error = db
+        .repository()
+        .mark_claims(NODE, &[Mark::Published { id }], Claims::At(&[]))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RepositoryError::MarksWithoutClaims));
+    assert_eq!(db.state_of(id).await, "PROCESSING");
 }
 
 // --- retention ------------------------------------------------------------------------------------

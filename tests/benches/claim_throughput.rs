@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo bench -p outbox-tests --bench claim_throughput`
 
-use outbox_host::repository::{ClaimScope, Mark, OutboxRepository, RelayCapabilities};
+use outbox_host::repository::{ClaimScope, Claims, Mark, OutboxRepository, RelayCapabilities};
 use outbox_tests::db::TestDb;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,7 +106,7 @@ async fn claim_until_done(
                     .unwrap()
             }
             Marking::Combined => {
-                repo.mark_and_claim(&claimed_by, &marks, batch, &capabilities)
+                repo.mark_and_claim(&claimed_by, &marks, Claims::OfOwner, batch, &capabilities)
                     .await
                     .unwrap()
                     .claimed

@@ -33,6 +33,8 @@ impl StubRequest {
 struct Record {
     status: AtomicU16,
     delay_ms: AtomicU64,
+    /// Answers for the next requests, in order of arrival, before `status` and `delay_ms` apply.
+    script: Mutex<std::collections::VecDeque<(u16, Duration)>>,
     connections: AtomicUsize,
     requests: Mutex<Vec<StubRequest>>,
 }
@@ -88,6 +90,15 @@ impl StubServer {
         );
     }
 
+    /// The next requests, in order of arrival, are answered with these statuses after these delays.
+    pub fn script(&self, answers: &[(u16, Duration)]) {
+        self.record
+            .script
+            .lock()
+            .expect("no panic while scripting")
+            .extend(answers.iter().copied());
+    }
+
     pub fn set_status(&self, status: u16) {
         self.record.status.store(status, Ordering::SeqCst);
     }
@@ -121,11 +132,24 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
         .lock()
         .expect("no panic while recording")
         .push(request);
-    let delay = record.delay_ms.load(Ordering::SeqCst);
-    if delay > 0 {
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-    }
-    let status = record.status.load(Ordering::SeqCst);
+    let scripted = record
+        .script
+        .lock()
+        .expect("no panic while scripting")
+        .pop_front();
+    let status = match scripted {
+        Some((status, delay)) => {
+            tokio::time::sleep(delay).await;
+            status
+        }
+        None => {
+            let delay = record.delay_ms.load(Ordering::SeqCst);
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            record.status.load(Ordering::SeqCst)
+        }
+    };
     let response =
         format!("HTTP/1.1 {status} Stub\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
     let _ = stream.write_all(response.as_bytes()).await;

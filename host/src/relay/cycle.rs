@@ -9,11 +9,11 @@ use super::claim_scopes::ClaimScopes;
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
-use super::record::{Unrecorded, record_apart};
+use super::record::{Unrecorded, marks_of, record_apart};
 use crate::metrics::Metrics;
 use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Mark, OutboxRecord, RelayCapabilities};
-use chrono::Utc;
+use crate::repository::{Claims, OutboxRecord, RelayCapabilities};
+use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,12 +24,20 @@ use tokio_util::sync::CancellationToken;
 /// A row handed to a plugin and not yet recorded.
 struct Flight {
     id: i64,
+    /// When this claim of the row was made: its outcome is recorded only for this very claim.
+    claimed_at: Option<DateTime<Utc>>,
     destination_type: String,
     destination: String,
     attempt: u32,
     max_attempts: u32,
     /// `None` for a row whose envelope could not be built: no attempt, so no observer is told.
     envelope: Option<Arc<Envelope>>,
+}
+
+impl Landed {
+    pub(super) fn claimed_at(&self) -> Option<DateTime<Utc>> {
+        self.flight.claimed_at
+    }
 }
 
 /// A flight that has landed: how its attempt ended.
@@ -169,6 +177,11 @@ impl LoopState {
             let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;
             let saturated = self.saturated_types(&plugins);
             capabilities.retain(|destination_type| !saturated.contains(destination_type));
+            // The set was swapped while the scopes were asked: claim with the new one next turn
+            // (the swap wakes the loop), so no claim made after a swap uses the old plugins.
+            if !Arc::ptr_eq(&plugins, &self.relay.plugins.borrow()) {
+                capabilities = RelayCapabilities::new();
+            }
             capabilities
         } else {
             RelayCapabilities::new()
@@ -194,15 +207,17 @@ impl LoopState {
         } else {
             Vec::new()
         };
-        let marks: Vec<Mark> = self
-            .unrecorded
-            .iter()
-            .map(|outcome| outcome.decision.mark.clone())
-            .collect();
+        let (marks, claims) = marks_of(&self.unrecorded);
         let result = self
             .relay
             .repository
-            .mark_and_claim(&self.claimed_by, &marks, batch, &capabilities)
+            .mark_and_claim(
+                &self.claimed_by,
+                &marks,
+                Claims::At(&claims),
+                batch,
+                &capabilities,
+            )
             .await;
         let turned = match result {
             Ok(cycle) => {
@@ -262,7 +277,7 @@ impl LoopState {
     fn dispatch(&mut self, plugins: &PluginSet, rows: Vec<OutboxRecord>) {
         for row in rows {
             self.relay.metrics.claimed(&row.destination_type);
-            let id = row.id;
+            let (id, claimed_at) = (row.id, row.claimed_at);
             let (destination_type, destination) =
                 (row.destination_type.clone(), row.destination.clone());
             match envelope::build(row) {
@@ -272,6 +287,7 @@ impl LoopState {
                     let task = self.publishes.spawn(publish(handler, envelope.clone()));
                     let flight = Flight {
                         id,
+                        claimed_at,
                         destination_type,
                         destination,
                         attempt: envelope.attempt,
@@ -285,6 +301,7 @@ impl LoopState {
                     tracing::warn!(entry_id = id, error = %invalid, "dead-lettering a row that cannot be relayed");
                     let flight = Flight {
                         id,
+                        claimed_at,
                         destination_type,
                         destination,
                         attempt: 0,

@@ -9,7 +9,8 @@
 use super::cycle::Landed;
 use super::outcome::Decision;
 use crate::plugins::EntryDisposition;
-use crate::repository::{Mark, OutboxRepository, RepositoryError};
+use crate::repository::{Claims, Mark, OutboxRepository, RepositoryError};
+use chrono::{DateTime, Utc};
 
 /// Refusals of one outcome on its own before its row is dead-lettered instead.
 const MAX_REFUSALS: u32 = 3;
@@ -45,14 +46,25 @@ pub(super) struct Apart {
     pub unreachable: bool,
 }
 
+/// The marks of `outcomes`, and the claim each belongs to.
+pub(super) fn marks_of(outcomes: &[Unrecorded]) -> (Vec<Mark>, Vec<Option<DateTime<Utc>>>) {
+    outcomes
+        .iter()
+        .map(|outcome| (outcome.decision.mark.clone(), outcome.landed.claimed_at()))
+        .unzip()
+}
+
 pub(super) async fn record_apart(
     repository: &OutboxRepository,
     claimed_by: &str,
     outcomes: Vec<Unrecorded>,
 ) -> Apart {
-    let marks: Vec<Mark> = outcomes.iter().map(|o| o.decision.mark.clone()).collect();
+    let (marks, claims) = marks_of(&outcomes);
     let mut apart = Apart::default();
-    match repository.mark_batch(claimed_by, &marks).await {
+    match repository
+        .mark_claims(claimed_by, &marks, Claims::At(&claims))
+        .await
+    {
         Ok(owned) => {
             apart.settled = outcomes.into_iter().zip(owned).collect();
             return apart;
@@ -111,8 +123,13 @@ async fn record_one(
     claimed_by: &str,
     outcome: &Unrecorded,
 ) -> Result<bool, RepositoryError> {
+    let claim = [outcome.landed.claimed_at()];
     let owned = repository
-        .mark_batch(claimed_by, std::slice::from_ref(&outcome.decision.mark))
+        .mark_claims(
+            claimed_by,
+            std::slice::from_ref(&outcome.decision.mark),
+            Claims::At(&claim),
+        )
         .await?;
     Ok(owned[0])
 }

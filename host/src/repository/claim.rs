@@ -1,7 +1,7 @@
 //! Claiming rows: one short statement marks eligible PENDING rows PROCESSING for this node.
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
-use super::marks::record_marks;
+use super::marks::{Claims, record_marks};
 use super::{Mark, OutboxRecord, OutboxRepository, RelayCapabilities, RepositoryError, Statements};
 use sqlx::PgConnection;
 
@@ -41,6 +41,7 @@ impl OutboxRepository {
         &self,
         claimed_by: &str,
         marks: &[Mark],
+        claims: Claims<'_>,
         batch_size: u32,
         capabilities: &RelayCapabilities,
     ) -> Result<MarkAndClaim, RepositoryError> {
@@ -55,7 +56,7 @@ impl OutboxRepository {
             });
         }
         let mut tx = self.pool.begin().await?;
-        let owned = record_marks(&mut tx, &self.sql, claimed_by, marks).await?;
+        let owned = record_marks(&mut tx, &self.sql, claimed_by, marks, claims).await?;
         let claimed = match filter {
             Some((sql, binds)) => {
                 claim(&mut tx, &self.sql, &sql, binds, batch_size, claimed_by).await?

@@ -127,6 +127,17 @@ impl Columns {
     }
 }
 
+/// Which claim of its row each mark of a batch belongs to.
+#[derive(Debug, Clone, Copy)]
+pub enum Claims<'a> {
+    /// Seed 000's guard: the row is PROCESSING and claimed by this owner.
+    OfOwner,
+    /// Also, per mark, the `claimed_at` of the claim it belongs to (`None`: any claim of this
+    /// owner). A call that outlived its lease then cannot record its outcome against a later claim
+    /// of the same row, by this owner or another.
+    At(&'a [Option<DateTime<Utc>>]),
+}
+
 impl OutboxRepository {
     /// Records a batch of outcomes in one statement. The answer has one entry per mark, in order:
     /// true when this node still owned the row and its state changed.
@@ -135,8 +146,18 @@ impl OutboxRepository {
         claimed_by: &str,
         marks: &[Mark],
     ) -> Result<Vec<bool>, RepositoryError> {
+        self.mark_claims(claimed_by, marks, Claims::OfOwner).await
+    }
+
+    /// [`Self::mark_batch`], each mark accepted only for the claim `claims` names.
+    pub async fn mark_claims(
+        &self,
+        claimed_by: &str,
+        marks: &[Mark],
+        claims: Claims<'_>,
+    ) -> Result<Vec<bool>, RepositoryError> {
         let mut conn = self.pool.acquire().await?;
-        Ok(record_marks(&mut conn, &self.sql, claimed_by, marks).await?)
+        record_marks(&mut conn, &self.sql, claimed_by, marks, claims).await
     }
 
     async fn mark_one(&self, claimed_by: &str, mark: Mark) -> Result<bool, RepositoryError> {
@@ -197,10 +218,16 @@ pub(super) async fn record_marks(
     statements: &Statements,
     claimed_by: &str,
     marks: &[Mark],
-) -> Result<Vec<bool>, sqlx::Error> {
+    claims: Claims<'_>,
+) -> Result<Vec<bool>, RepositoryError> {
     if marks.is_empty() {
         return Ok(Vec::new());
     }
+    let claimed_at = match claims {
+        Claims::OfOwner => vec![None; marks.len()],
+        Claims::At(claimed_at) if claimed_at.len() == marks.len() => claimed_at.to_vec(),
+        Claims::At(_) => return Err(RepositoryError::MarksWithoutClaims),
+    };
     let mut columns = Columns::default();
     marks.iter().for_each(|mark| columns.push(mark));
     let owned: HashSet<i64> = sqlx::query_scalar(&statements.mark)
@@ -213,6 +240,7 @@ pub(super) async fn record_marks(
         .bind(&columns.last_errors)
         .bind(&columns.error_types)
         .bind(claimed_by)
+        .bind(&claimed_at)
         .fetch_all(conn)
         .await?
         .into_iter()

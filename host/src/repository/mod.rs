@@ -21,7 +21,7 @@ pub use claim_scope::{
 pub use cleanup::CleanupReport;
 pub(crate) use insert::{insert_inbox, insert_outbox};
 pub use marks::{
-    MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
+    Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
 };
 pub use record::{OutboxRecord, OutboxState};
 pub(crate) use sql::Statements;
@@ -34,6 +34,8 @@ use std::sync::Arc;
 pub enum RepositoryError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    #[error("a batch of marks names the claims of a different number of rows")]
+    MarksWithoutClaims,
 }
 
 /// The relay's view of the store. Cheap to clone; statements are built once for the schema.

@@ -62,7 +62,8 @@ impl Statements {
                  RETURNING {RECORD_COLUMNS}"
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
-            // owned. Retries and dead letters record the error; dead letters count their last attempt.
+            // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
+            // Retries and dead letters record the error; dead letters count their last attempt.
             mark: format!(
                 "UPDATE {outbox} AS o SET \
                    state = u.state, \
@@ -76,9 +77,11 @@ impl Statements {
                    error_type = CASE WHEN u.records_error THEN u.error_type ELSE o.error_type END, \
                    updated_at = NOW() \
                  FROM UNNEST($1::bigint[], $2::text[], $3::int[], $4::timestamptz[], $5::bigint[], \
-                             $6::bool[], $7::text[], $8::text[]) \
-                      AS u(id, state, attempt, available_at, delay_ms, records_error, last_error, error_type) \
+                             $6::bool[], $7::text[], $8::text[], $10::timestamptz[]) \
+                      AS u(id, state, attempt, available_at, delay_ms, records_error, last_error, error_type, \
+                           claimed_at) \
                  WHERE o.id = u.id AND o.claimed_by = $9 AND o.state = 'PROCESSING' \
+                   AND (u.claimed_at IS NULL OR o.claimed_at = u.claimed_at) \
                  RETURNING o.id"
             ),
             reclaim_stale: format!(
