@@ -9,6 +9,7 @@
 //! - [`relay`]: the loops that claim rows, call plugins and record outcomes; [`maintenance`]: lease
 //!   recovery and retention on cron schedules.
 //! - [`service`]: everything `outbox-host run` starts; [`admin`] and [`metrics`]: what operators see.
+//! - [`log_output`]: where log lines go, so that logging can never fail or block the host.
 //! - [`config`] and [`cli`]: the service's configuration and the `outbox-host` command line.
 //! - [`demo`]: `outbox-host demo`, the whole service at work on sample rows; start here to watch it run.
 
@@ -19,6 +20,7 @@ pub mod config;
 pub mod database;
 pub mod demo;
 pub mod destination_type;
+pub mod log_output;
 pub mod maintenance;
 pub mod metrics;
 pub mod plugins;

@@ -10,6 +10,7 @@ use prometheus::{
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 
+use crate::log_output;
 use crate::plugins::PluginSet;
 
 /// What the relay recorded, over every destination type.
@@ -45,6 +46,7 @@ struct Inner {
     maintenance_rows: IntCounterVec,
     plugin_reloads: IntCounter,
     plugin_reload_failures: IntCounter,
+    publish_panics: IntCounter,
 }
 
 impl Default for Metrics {
@@ -81,6 +83,8 @@ impl Metrics {
                 &["state", "destination_type"],
             ),
         );
+        // Process-wide, as the log output is: every service's registry shows the same count.
+        register(&registry, Ok(log_output::dropped_lines()));
         let inner = Inner {
             claimed: register(
                 &registry,
@@ -181,6 +185,13 @@ impl Metrics {
                     "Plugin files that failed to load on a reload",
                 ),
             ),
+            publish_panics: register(
+                &registry,
+                IntCounter::new(
+                    "outbox_publish_panics_total",
+                    "Publish tasks that panicked inside the host; their rows are retried without spending an attempt",
+                ),
+            ),
             registry,
         };
         Metrics {
@@ -266,6 +277,10 @@ impl Metrics {
     pub fn plugin_reload(&self, failures: u64) {
         self.inner.plugin_reloads.inc();
         self.inner.plugin_reload_failures.inc_by(failures);
+    }
+
+    pub fn publish_panicked(&self) {
+        self.inner.publish_panics.inc();
     }
 
     /// The outcome counters summed over every destination type.

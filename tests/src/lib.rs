@@ -2,9 +2,11 @@
 //! paths of the plugins built from source by this crate's build script, and small servers and
 //! directories the tests need.
 
+pub mod binary;
 pub mod db;
 pub mod host;
 pub mod http_stub;
+pub mod load;
 pub mod log_capture;
 pub mod plugin_engine;
 pub mod plugins;

@@ -8,9 +8,11 @@ pub mod plugin_list;
 use crate::config::{Config, LogFormat};
 use crate::database::{self, SchemaName};
 use crate::demo::{self, DemoOptions};
+use crate::log_output;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub const EXIT_SUCCESS: u8 = 0;
 pub const EXIT_FAILURE: u8 = 1;
@@ -71,8 +73,18 @@ pub enum ConfigCommand {
     },
 }
 
+/// At exit, how long the last log lines may take to be written (a stalled log pipe never holds
+/// the exit longer).
+const LOG_FLUSH_AT_EXIT: Duration = Duration::from_secs(1);
+
 /// Runs the parsed command line, printing reports to `out` and errors to `err`.
 pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let code = run_command(cli, out, err).await;
+    log_output::flush_stderr(LOG_FLUSH_AT_EXIT);
+    code
+}
+
+async fn run_command(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     match cli.command {
         Command::Migrate {
             config,
@@ -184,8 +196,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let shutdown = service.shutdown_token();
     tokio::spawn(async move {
         wait_for_termination().await;
-        tracing::info!("stopping: no new claims; letting publishes in flight finish");
         shutdown.cancel();
+        tracing::info!("stopping: no new claims; letting publishes in flight finish");
     });
     service.wait().await;
     tracing::info!("stopped");
@@ -202,15 +214,17 @@ async fn wait_for_termination() {
     }
 }
 
-/// Human or JSON log lines on stderr; `RUST_LOG` overrides `log.level`. Only the first call in a
-/// process takes effect.
+/// Human or JSON log lines on stderr, through [`log_output`] so that a log pipe that fails or
+/// stalls never touches delivery or shutdown; `RUST_LOG` overrides `log.level`. Only the first
+/// call in a process takes effect.
 pub fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(log_output::stderr())
+        .log_internal_errors(false);
     let _ = match config.log.format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

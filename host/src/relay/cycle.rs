@@ -135,27 +135,36 @@ impl LoopState {
         }
     }
 
-    /// A finished publish task. One that panicked (it should not: plugin failures are values) is a
-    /// retryable failure of its entry, so the slot and the row are never lost.
+    /// A finished publish task. One that panicked (it should not: plugin failures are values, and
+    /// logging cannot fail) failed inside the host, not in the plugin: its row is retried without
+    /// spending an attempt, and the failure is reported, so the slot and the row are never lost.
     fn land(&mut self, joined: Result<(Id, (Attempted, Duration)), JoinError>) {
-        let (id, attempted, elapsed) = match joined {
-            Ok((id, (attempted, elapsed))) => (id, attempted, elapsed),
-            Err(error) => {
-                let attempted = Attempted::Retryable {
-                    message: "the publish task failed".into(),
-                    error_type: Some("panic".into()),
-                };
-                (error.id(), attempted, Duration::ZERO)
-            }
+        let (id, finished) = match joined {
+            Ok((id, finished)) => (id, Ok(finished)),
+            Err(error) => (error.id(), Err(error)),
         };
-        if let Some(flight) = self.flights.remove(&id) {
-            self.relay.metrics.in_flight(-1);
-            self.landed.push(Landed {
-                flight,
-                attempted,
-                elapsed,
-            });
-        }
+        let Some(flight) = self.flights.remove(&id) else {
+            return;
+        };
+        self.relay.metrics.in_flight(-1);
+        let (attempted, elapsed) = finished.unwrap_or_else(|error| {
+            self.relay.metrics.publish_panicked();
+            tracing::error!(entry_id = flight.id, destination_type = %flight.destination_type, "a publish task failed inside the host; the row is retried without spending an attempt");
+            let message = if error.is_panic() {
+                "the publish task panicked inside the host"
+            } else {
+                "the publish task was cancelled inside the host"
+            };
+            let attempted = Attempted::HostFailed {
+                message: message.into(),
+            };
+            (attempted, Duration::ZERO)
+        });
+        self.landed.push(Landed {
+            flight,
+            attempted,
+            elapsed,
+        });
     }
 
     /// Records what has landed and, when `claiming`, claims as many rows as there are free slots, in
@@ -341,7 +350,10 @@ impl LoopState {
                 };
                 count(metrics, &flight.destination_type);
             }
-            if !matches!(landed.attempted, Attempted::NoHandler) {
+            if !matches!(
+                landed.attempted,
+                Attempted::NoHandler | Attempted::HostFailed { .. }
+            ) {
                 metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
             }
             let Some(envelope) = flight.envelope.filter(|_| observed) else {

@@ -20,6 +20,11 @@ pub(super) enum Attempted {
     Unresolvable,
     /// No loaded handler serves the row's destination type (a reload raced the claim).
     NoHandler,
+    /// The publish failed inside the host, not in the plugin (its task panicked): the plugin's
+    /// answer is unknown, so the row is tried again without spending an attempt.
+    HostFailed {
+        message: String,
+    },
 }
 
 impl Attempted {
@@ -44,6 +49,9 @@ impl Attempted {
     }
 }
 
+/// The error type stored and reported for [`Attempted::HostFailed`].
+pub(super) const HOST_FAILURE: &str = "host_failure";
+
 /// The row's next state, and the facts observers receive.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Decision {
@@ -56,7 +64,8 @@ pub(super) struct Decision {
 
 /// Success → published; retryable → retry with backoff, or dead letter once the incremented attempt
 /// reaches `max_attempts`; permanent → dead letter; unresolvable or no handler → deferred, attempt
-/// unchanged. A plugin's message and error type are hostile input: they are decided in the form they
+/// unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
+/// letter. A plugin's message and error type are hostile input: they are decided in the form they
 /// are stored in (sanitized, cut), which is also what observers see.
 pub(super) fn decide(
     id: i64,
@@ -124,6 +133,22 @@ pub(super) fn decide(
                 disposition: EntryDisposition::DeadLettered,
                 next_attempt_at: None,
                 error_type,
+            }
+        }
+        Attempted::HostFailed { message } => {
+            let available_at = now + settings.backoff.delay(attempt);
+            Decision {
+                mark: Mark::Retry {
+                    id,
+                    new_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
+                    available_at,
+                    last_error: stored_error(&message),
+                    error_type: Some(HOST_FAILURE.to_owned()),
+                },
+                outcome: PublishOutcome::RetryableFailure,
+                disposition: EntryDisposition::RetryScheduled,
+                next_attempt_at: Some(available_at),
+                error_type: Some(HOST_FAILURE.to_owned()),
             }
         }
         Attempted::Unresolvable | Attempted::NoHandler => Decision {
@@ -209,6 +234,25 @@ mod tests {
             assert_eq!(decision.disposition, EntryDisposition::Deferred);
             assert!(decision.next_attempt_at.is_some());
         }
+    }
+
+    #[test]
+    fn a_failure_inside_the_host_retries_without_spending_an_attempt_even_on_the_last_one() {
+        let attempted = Attempted::HostFailed {
+            message: "the publish task panicked".into(),
+        };
+        let decision = decide(1, 19, 20, attempted, &settings(), Utc::now());
+        let Mark::Retry {
+            new_attempt,
+            error_type,
+            ..
+        } = decision.mark
+        else {
+            panic!("expected a retry, not {:?}", decision.mark)
+        };
+        assert_eq!(new_attempt, 19);
+        assert_eq!(error_type.as_deref(), Some(HOST_FAILURE));
+        assert_eq!(decision.disposition, EntryDisposition::RetryScheduled);
     }
 
     #[test]
