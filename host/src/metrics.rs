@@ -10,7 +10,11 @@ use prometheus::{
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 
+use crate::destination_type;
 use crate::log_output;
+
+/// The `destination_type` label of rows whose destination type is not a valid id.
+pub const INVALID_TYPE_LABEL: &str = "(invalid)";
 use crate::plugins::PluginSet;
 
 /// What the relay recorded, over every destination type.
@@ -227,6 +231,14 @@ impl Metrics {
             .inc();
     }
 
+    /// Rows dead-lettered for an invalid destination type, under one label rather than the value.
+    pub fn dead_lettered_invalid(&self, rows: u64) {
+        self.inner
+            .dead_lettered
+            .with_label_values(&[INVALID_TYPE_LABEL])
+            .inc_by(rows);
+    }
+
     pub fn deferred(&self, destination_type: &str) {
         self.inner
             .deferred
@@ -301,14 +313,19 @@ impl Metrics {
         }
     }
 
-    /// Replaces the sampled row counts.
+    /// Replaces the sampled row counts. Rows written with plain SQL may hold any destination type:
+    /// an invalid one is counted under one label, never as a label of its own.
     pub fn set_rows(&self, counts: &[(String, String, i64)]) {
         self.inner.rows.reset();
         for (state, destination_type, count) in counts {
+            let label = match destination_type::validate(destination_type) {
+                Ok(()) => destination_type.as_str(),
+                Err(_) => INVALID_TYPE_LABEL,
+            };
             self.inner
                 .rows
-                .with_label_values(&[state, destination_type])
-                .set(*count);
+                .with_label_values(&[state, label])
+                .add(*count);
         }
     }
 
@@ -430,4 +447,28 @@ fn register<M: Collector + Clone + 'static>(
         .register(Box::new(metric.clone()))
         .expect("unique metric");
     metric
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_destination_type_is_never_a_label_of_its_own() {
+        let metrics = Metrics::new();
+        metrics.set_rows(&[
+            ("PENDING".into(), "NOOP".into(), 2),
+            ("PENDING".into(), "bad type!".into(), 3),
+            ("PENDING".into(), "evil\n# forged".into(), 4),
+        ]);
+        let text = metrics.render();
+        assert!(
+            !text.contains("bad type!") && !text.contains("forged"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"outbox_rows{destination_type="(invalid)",state="PENDING"} 7"#),
+            "{text}"
+        );
+    }
 }

@@ -11,7 +11,7 @@ pub const RESERVED_HEADER_PREFIX: &str = "outbox-";
 /// The attempt limit a row gets unless the entry says otherwise (the schema's default too).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
 const MAX_COLUMN_CHARS: usize = 255;
-const MAX_KEY_CHARS_SHOWN: usize = 128;
+pub(crate) const MAX_KEY_CHARS_SHOWN: usize = 128;
 
 /// One outbound side effect. `Debug` never shows the payload, header values or context.
 #[derive(Clone, PartialEq)]
@@ -121,7 +121,8 @@ fn optional_column(field: &'static str, value: Option<&str>) -> Result<(), Inval
     }
 }
 
-fn validate_header(key: &str, value: &str) -> Result<(), InvalidEntry> {
+/// The header rules of the write path; the relay applies them again to rows written with plain SQL.
+pub(crate) fn validate_header(key: &str, value: &str) -> Result<(), InvalidEntry> {
     let shown = || sanitize(key, MAX_KEY_CHARS_SHOWN);
     if key.is_empty() {
         return Err(InvalidEntry::EmptyHeaderKey);

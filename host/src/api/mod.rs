@@ -23,6 +23,7 @@ mod outbox;
 mod persistence;
 
 pub use entry::{DEFAULT_MAX_ATTEMPTS, InvalidEntry, OutboxEntry, RESERVED_HEADER_PREFIX};
+pub(crate) use entry::{MAX_KEY_CHARS_SHOWN, validate_header};
 pub use inbox::{Inbox, InboxResult};
 pub use outbox::{Outbox, PublishError};
 pub use persistence::PersistenceError;

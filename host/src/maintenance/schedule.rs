@@ -21,6 +21,8 @@ pub enum Job {
 pub enum JobReport {
     LeaseRecovery {
         reclaimed: u64,
+        /// Rows dead-lettered for an invalid destination type.
+        invalid: u64,
     },
     Cleanup {
         published: u64,
@@ -116,8 +118,9 @@ async fn run_locked(
 
 fn record(metrics: &Metrics, report: &JobReport) {
     match *report {
-        JobReport::LeaseRecovery { reclaimed } => {
-            metrics.maintenance_rows("stale_lease_recovery", "outbox", reclaimed)
+        JobReport::LeaseRecovery { reclaimed, invalid } => {
+            metrics.maintenance_rows("stale_lease_recovery", "outbox", reclaimed);
+            metrics.dead_lettered_invalid(invalid);
         }
         JobReport::Cleanup {
             published,

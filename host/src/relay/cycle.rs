@@ -12,7 +12,7 @@ use super::outcome::{Attempted, decide};
 use super::record::{Unrecorded, marks_of, record_apart};
 use crate::metrics::Metrics;
 use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Claims, OutboxRecord, RelayCapabilities};
+use crate::repository::{Claims, INVALID_ROW, OutboxRecord, RelayCapabilities};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -319,7 +319,7 @@ impl LoopState {
                     };
                     let attempted = Attempted::Permanent {
                         message: invalid.to_string(),
-                        error_type: Some("invalid_row".into()),
+                        error_type: Some(INVALID_ROW.into()),
                     };
                     self.landed.push(Landed {
                         flight,

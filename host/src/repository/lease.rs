@@ -1,4 +1,5 @@
-//! Lease recovery: rows a node claimed and never finished go back to PENDING.
+//! Lease recovery: rows a node claimed and never finished go back to PENDING; rows that no node
+//! can ever claim end as dead letters.
 
 use super::{OutboxRepository, RepositoryError};
 use std::time::Duration;
@@ -14,4 +15,21 @@ impl OutboxRepository {
             .await?;
         Ok(done.rows_affected())
     }
+
+    /// Dead-letters PENDING rows whose destination type is not a valid id (`^[A-Za-z0-9_-]{1,32}$`):
+    /// rows written with plain SQL that no plugin can ever declare, which would otherwise wait for
+    /// ever. Returns their ids; the stored error never repeats the type.
+    pub async fn dead_letter_invalid_destination_types(&self) -> Result<Vec<i64>, RepositoryError> {
+        Ok(sqlx::query_scalar(&self.sql.dead_letter_invalid_types)
+            .bind(INVALID_DESTINATION_TYPE_ERROR)
+            .bind(INVALID_ROW)
+            .fetch_all(&self.pool)
+            .await?)
+    }
 }
+
+/// The `error_type` of a row the relay refused as written.
+pub const INVALID_ROW: &str = "invalid_row";
+
+const INVALID_DESTINATION_TYPE_ERROR: &str =
+    "invalid destination type: must match ^[A-Za-z0-9_-]{1,32}$; no plugin can ever claim the row";

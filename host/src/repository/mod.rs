@@ -20,10 +20,11 @@ pub use claim_scope::{
 };
 pub use cleanup::CleanupReport;
 pub(crate) use insert::{insert_inbox, insert_outbox};
+pub use lease::INVALID_ROW;
 pub use marks::{
     Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
 };
-pub use record::{OutboxRecord, OutboxState};
+pub use record::{MAX_PAYLOAD_BYTES, OutboxRecord, OutboxState};
 pub(crate) use sql::Statements;
 
 use crate::database::Tables;

@@ -37,7 +37,13 @@ impl OutboxState {
     }
 }
 
-/// Every column of one outbox row. The payload and metadata stay JSON text; headers are decoded.
+/// The largest payload, as JSON text, that a claim reads: a larger one is left in the database and
+/// its row dead-lettered, so one row can never make the host run out of memory (a batch holds at
+/// most `batch_size` payloads of this size).
+pub const MAX_PAYLOAD_BYTES: i64 = 16 * 1024 * 1024;
+
+/// Every column of one outbox row. The JSON columns stay JSON text, as stored: the relay checks
+/// them (a row written with plain SQL may hold anything) and hands them to plugins unparsed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxRecord {
     pub id: i64,
@@ -48,8 +54,12 @@ pub struct OutboxRecord {
     pub destination: String,
     /// Read leniently: whatever the column holds, even an id no plugin declares.
     pub destination_type: String,
-    pub payload: String,
-    pub headers: Vec<(String, String)>,
+    /// `None` when it is larger than [`MAX_PAYLOAD_BYTES`]: it was not read.
+    pub payload: Option<String>,
+    /// The payload's size as JSON text, read or not.
+    pub payload_bytes: i64,
+    /// The `headers` object, `None` when the column is NULL.
+    pub headers: Option<String>,
     pub metadata: String,
     pub scheduled_at: Option<DateTime<Utc>>,
     pub available_at: DateTime<Utc>,
@@ -68,7 +78,6 @@ pub struct OutboxRecord {
 impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
     fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
         use sqlx::Row;
-        let headers: Option<String> = row.try_get("headers")?;
         let state: String = row.try_get("state")?;
         Ok(OutboxRecord {
             id: row.try_get("id")?,
@@ -79,7 +88,8 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
             destination: row.try_get("destination")?,
             destination_type: row.try_get("destination_type")?,
             payload: row.try_get("payload")?,
-            headers: decode_headers(headers.as_deref()),
+            payload_bytes: row.try_get("payload_bytes")?,
+            headers: row.try_get("headers")?,
             metadata: row.try_get("metadata")?,
             scheduled_at: row.try_get("scheduled_at")?,
             available_at: row.try_get("available_at")?,
@@ -94,39 +104,5 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
         })
-    }
-}
-
-/// Headers are one JSON object of text values. Rows written by other languages may hold something
-/// else; reading never fails on them: a non-text value becomes its JSON text, a non-object nothing.
-fn decode_headers(json: Option<&str>) -> Vec<(String, String)> {
-    let Some(serde_json::Value::Object(map)) =
-        json.and_then(|text| serde_json::from_str(text).ok())
-    else {
-        return Vec::new();
-    };
-    map.into_iter()
-        .map(|(key, value)| match value {
-            serde_json::Value::String(text) => (key, text),
-            other => (key, other.to_string()),
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::decode_headers;
-
-    #[test]
-    fn headers_decode_leniently() {
-        assert_eq!(decode_headers(None), vec![]);
-        assert_eq!(decode_headers(Some("[1]")), vec![]);
-        assert_eq!(
-            decode_headers(Some(r#"{"a":"x","b":2}"#)),
-            vec![
-                ("a".to_owned(), "x".to_owned()),
-                ("b".to_owned(), "2".to_owned())
-            ]
-        );
     }
 }

@@ -1,14 +1,23 @@
 //! Every statement the repository runs, built once for the configured schema.
 
+use super::record::MAX_PAYLOAD_BYTES;
 use crate::database::Tables;
 
 /// The columns a claimed row carries back; JSON columns come back as text, so the relay hands the
-/// payload and metadata to plugins without parsing them.
-pub(super) const RECORD_COLUMNS: &str = "o.id, o.carrier_id, o.aggregate_type, o.aggregate_id, \
-    o.event_type, o.destination, o.destination_type, o.payload::text AS payload, \
-    o.headers::text AS headers, o.metadata::text AS metadata, o.scheduled_at, o.available_at, \
-    o.state, o.attempt, o.max_attempts, o.claimed_at, o.claimed_by, o.published_at, o.last_error, \
-    o.error_type, o.created_at, o.updated_at";
+/// payload and metadata to plugins without parsing them. A payload over [`MAX_PAYLOAD_BYTES`] stays
+/// in the database: only its size comes back.
+fn record_columns() -> String {
+    format!(
+        "o.id, o.carrier_id, o.aggregate_type, o.aggregate_id, o.event_type, o.destination, \
+         o.destination_type, \
+         CASE WHEN octet_length(o.payload::text) <= {MAX_PAYLOAD_BYTES} THEN o.payload::text END \
+           AS payload, \
+         octet_length(o.payload::text)::bigint AS payload_bytes, \
+         o.headers::text AS headers, o.metadata::text AS metadata, o.scheduled_at, o.available_at, \
+         o.state, o.attempt, o.max_attempts, o.claimed_at, o.claimed_by, o.published_at, \
+         o.last_error, o.error_type, o.created_at, o.updated_at"
+    )
+}
 
 #[derive(Debug)]
 pub(crate) struct Statements {
@@ -19,6 +28,7 @@ pub(crate) struct Statements {
     pub claim_template: String,
     pub mark: String,
     pub reclaim_stale: String,
+    pub dead_letter_invalid_types: String,
     pub cleanup_published: String,
     pub cleanup_dead_letter: String,
     pub cleanup_inbox: String,
@@ -30,6 +40,7 @@ impl Statements {
     pub fn new(tables: Tables) -> Self {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
+        let record_columns = record_columns();
         Statements {
             insert_outbox: format!(
                 "INSERT INTO {outbox} (carrier_id, aggregate_type, aggregate_id, event_type, destination, \
@@ -59,7 +70,7 @@ impl Statements {
                  UPDATE {outbox} AS o \
                  SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
                  FROM candidates c WHERE o.id = c.id \
-                 RETURNING {RECORD_COLUMNS}"
+                 RETURNING {record_columns}"
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
@@ -88,6 +99,14 @@ impl Statements {
                 "UPDATE {outbox} SET state = 'PENDING', claimed_at = NULL, updated_at = NOW() \
                  WHERE state = 'PROCESSING' AND claimed_at < NOW() - $1 * INTERVAL '1 millisecond'"
             ),
+            // The claim never takes these rows (it asks for the types of loaded plugins), so
+            // only PENDING rows are concerned and no claim can race this update.
+            dead_letter_invalid_types: format!(
+                "UPDATE {outbox} SET state = 'DEAD_LETTER', last_error = $1, error_type = $2, \
+                   updated_at = NOW() \
+                 WHERE state = 'PENDING' AND destination_type !~ '^[A-Za-z0-9_-]{{1,32}}$' \
+                 RETURNING id"
+            ),
             cleanup_published: format!(
                 "DELETE FROM {outbox} WHERE id IN ( \
                    SELECT id FROM {outbox} \
@@ -106,7 +125,7 @@ impl Statements {
                    WHERE processed_at < NOW() - make_interval(days => $1) \
                    LIMIT $2)"
             ),
-            select_by_id: format!("SELECT {RECORD_COLUMNS} FROM {outbox} o WHERE o.id = $1"),
+            select_by_id: format!("SELECT {record_columns} FROM {outbox} o WHERE o.id = $1"),
             count_by_state: format!(
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
                  WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
