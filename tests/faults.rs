@@ -2,6 +2,8 @@
 //! an operator's environment can do to the process must never lose or repeat a delivery.
 
 use outbox_host::api::OutboxEntry;
+use outbox_host::config::Config;
+use outbox_host::relay::LISTENER_APPLICATION_NAME;
 use outbox_tests::binary::{HostProcess, write_config};
 use outbox_tests::db::TestDb;
 use outbox_tests::host::{self, wait_until};
@@ -26,6 +28,16 @@ const EXIT: Duration = Duration::from_secs(30);
 /// A plugins directory with a webhook posting to `receiver` (the well-behaved type) and the scripted
 /// handler, which logs a line on every publish; and the host's configuration beside it.
 fn setup(db: &TestDb, receiver: &StubServer, label: &str) -> (ScratchDir, PathBuf) {
+    setup_with(db, receiver, label, |_| {})
+}
+
+/// [`setup`], with the configuration changed by `change`.
+fn setup_with(
+    db: &TestDb,
+    receiver: &StubServer,
+    label: &str,
+    change: impl FnOnce(&mut Config),
+) -> (ScratchDir, PathBuf) {
     let dir = ScratchDir::new(label);
     dir.add_plugin("webhook", plugins::WEBHOOK);
     // Generous call limits: a loaded machine must not turn a slow call into a retry.
@@ -39,7 +51,9 @@ fn setup(db: &TestDb, receiver: &StubServer, label: &str) -> (ScratchDir, PathBu
     dir.add_plugin("scripted", plugins::SCRIPTED);
     dir.add_manifest("scripted", "[limits]\ntimeout_ms = 20000\n");
     let config_path = dir.path().join("host.conf");
-    write_config(&host::config(db, dir.path()), &config_path);
+    let mut config = host::config(db, dir.path());
+    change(&mut config);
+    write_config(&config, &config_path);
     (dir, config_path)
 }
 
@@ -70,16 +84,17 @@ async fn wait_for_every_row_to_settle(db: &TestDb) {
 /// Every row published on its first attempt (no attempt spent, nothing dead-lettered), and every
 /// webhook row received exactly once, counted at the receiver by carrier id.
 async fn assert_every_row_delivered_once(db: &TestDb, receiver: &StubServer, rows: u64) {
+    let repeated = assert_every_row_delivered(db, receiver, rows).await;
+    assert_eq!(repeated, 0, "no webhook row is received twice");
+}
+
+/// Every row published, nothing dead-lettered, every webhook row received at least once; returns
+/// how many webhook rows were received more than once.
+async fn assert_every_row_delivered(db: &TestDb, receiver: &StubServer, rows: u64) -> usize {
     let published = db.count("PUBLISHED").await;
     let dead_lettered = db.count("DEAD_LETTER").await;
-    let retried: i64 = db
-        .scalar("SELECT count(*) FROM {outbox} WHERE attempt > 0")
-        .await;
-    println!(
-        "rows {rows}, published {published}, dead-lettered {dead_lettered}, retried {retried}"
-    );
+    println!("rows {rows}, published {published}, dead-lettered {dead_lettered}");
     assert_eq!(dead_lettered, 0, "no row is dead-lettered");
-    assert_eq!(retried, 0, "no attempt is spent");
     assert_eq!(published, rows as i64, "every row is published");
     let mut received: HashMap<String, u32> = HashMap::new();
     for request in receiver.requests() {
@@ -103,11 +118,16 @@ async fn assert_every_row_delivered_once(db: &TestDb, receiver: &StubServer, row
         carrier_ids.len(),
         received.len()
     );
-    assert_eq!(
-        (missing, repeated),
-        (0, 0),
-        "every webhook row is received exactly once"
-    );
+    assert_eq!(missing, 0, "every webhook row is received");
+    repeated
+}
+
+/// No attempt spent on any row: every row was published on its first try.
+async fn assert_no_attempt_spent(db: &TestDb) {
+    let retried: i64 = db
+        .scalar("SELECT count(*) FROM {outbox} WHERE attempt > 0")
+        .await;
+    assert_eq!(retried, 0, "no attempt is spent");
 }
 
 #[tokio::test]
@@ -150,6 +170,7 @@ async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm
     let rows = load.stop().await;
     wait_for_every_row_to_settle(&db).await;
     assert_every_row_delivered_once(&db, &receiver, rows).await;
+    assert_no_attempt_spent(&db).await;
 
     process.signal("TERM");
     assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
@@ -186,7 +207,112 @@ async fn a_log_pipe_that_closes_during_start_up_does_not_stop_the_host() {
     let rows = load.stop().await;
     wait_for_every_row_to_settle(&db).await;
     assert_every_row_delivered_once(&db, &receiver, rows).await;
+    assert_no_attempt_spent(&db).await;
 
+    process.signal("TERM");
+    assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
+}
+
+#[tokio::test]
+async fn kill_9_under_load_then_a_restart_publishes_every_row_repeating_at_most_those_in_flight() {
+    let db = TestDb::new().await;
+    let receiver = StubServer::start(200).await;
+    // Slow enough answers that publishes are in flight at the kill.
+    receiver.set_delay(Duration::from_millis(50));
+    let (_dir, config) = setup_with(&db, &receiver, "kill-9", |config| {
+        config.relay.lease_timeout_ms = 5000;
+        config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    });
+    let load = mixed_load(&db, &receiver);
+    let mut first = HostProcess::run(BINARY, &config, "warn", Stdio::null(), Stdio::inherit());
+    wait_until("the host publishes", Duration::from_secs(60), || async {
+        db.count("PUBLISHED").await >= 500
+    })
+    .await;
+    first.signal("KILL");
+    first.exit_code("SIGKILL", EXIT).await;
+    // Nothing records an outcome now: the rows the host held are exactly those it had in flight.
+    let in_flight = db.count("PROCESSING").await;
+    let published_at_kill = db.count("PUBLISHED").await;
+
+    let mut restarted = HostProcess::run(BINARY, &config, "warn", Stdio::null(), Stdio::inherit());
+    wait_until("the restarted host publishes", DRAIN, || async {
+        db.count("PUBLISHED").await >= published_at_kill + 500
+    })
+    .await;
+    let rows = load.stop().await;
+    wait_for_every_row_to_settle(&db).await;
+    let repeated = assert_every_row_delivered(&db, &receiver, rows).await;
+    println!("in flight at the kill {in_flight}, webhook rows received twice {repeated}");
+    assert!(
+        repeated as i64 <= in_flight,
+        "only rows in flight at the kill are delivered again"
+    );
+    restarted.signal("TERM");
+    assert_eq!(restarted.exit_code("SIGTERM", EXIT).await, Some(0));
+}
+
+/// The host's own connections (relay pool and listener), chosen by `application_name`: other
+/// tests share the server.
+async fn host_connections(db: &TestDb, node_id: &str) -> Vec<(i32, String)> {
+    sqlx::query_as(
+        "SELECT pid, application_name FROM pg_stat_activity \
+         WHERE application_name LIKE 'outbox-host%' AND application_name LIKE '%' || $1",
+    )
+    .bind(node_id)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn every_host_connection_terminated_under_load_the_host_reconnects_listens_again_and_loses_nothing()
+ {
+    let db = TestDb::new().await;
+    let receiver = StubServer::start(200).await;
+    receiver.set_delay(Duration::from_millis(20));
+    let (_dir, config) = setup(&db, &receiver, "terminated");
+    let node_id = format!("{}-node", db.schema);
+    let load = mixed_load(&db, &receiver);
+    let mut process = HostProcess::run(BINARY, &config, "warn", Stdio::null(), Stdio::inherit());
+    wait_until("the host publishes", Duration::from_secs(60), || async {
+        db.count("PUBLISHED").await >= 500
+    })
+    .await;
+    let listener_before = host_connections(&db, &node_id)
+        .await
+        .into_iter()
+        .find(|(_, name)| name.starts_with(LISTENER_APPLICATION_NAME))
+        .expect("the host listens")
+        .0;
+    let terminated: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name LIKE 'outbox-host%' AND application_name LIKE '%' || $1",
+    )
+    .bind(&node_id)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    println!("connections terminated: {}", terminated.len());
+    assert!(terminated.len() >= 2, "the relay pool and the listener");
+    let published_at_fault = db.count("PUBLISHED").await;
+
+    wait_until("the host listens again", DRAIN, || async {
+        host_connections(&db, &node_id)
+            .await
+            .iter()
+            .any(|(pid, name)| {
+                name.starts_with(LISTENER_APPLICATION_NAME) && *pid != listener_before
+            })
+    })
+    .await;
+    wait_until("the host publishes again", DRAIN, || async {
+        db.count("PUBLISHED").await >= published_at_fault + 500
+    })
+    .await;
+    let rows = load.stop().await;
+    wait_for_every_row_to_settle(&db).await;
+    assert_every_row_delivered_once(&db, &receiver, rows).await;
     process.signal("TERM");
     assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
 }
