@@ -1,6 +1,7 @@
 //! Faults around the real `outbox-host` binary, each under a steady load and bounded in time: what
 //! an operator's environment can do to the process must never lose or repeat a delivery.
 
+use outbox_host::admin::client;
 use outbox_host::api::OutboxEntry;
 use outbox_host::config::Config;
 use outbox_host::relay::LISTENER_APPLICATION_NAME;
@@ -130,11 +131,34 @@ async fn assert_no_attempt_spent(db: &TestDb) {
     assert_eq!(retried, 0, "no attempt is spent");
 }
 
+/// A port nobody listens on now, for an admin listener the test must reach without reading logs.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free local port")
+        .port()
+}
+
+/// `outbox_log_lines_dropped_total` as the admin endpoint reports it.
+async fn dropped_log_lines(metrics_url: &str) -> f64 {
+    let body = client::get(metrics_url)
+        .await
+        .expect("the admin endpoint answers");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|line| line.strip_prefix("outbox_log_lines_dropped_total "))
+        .and_then(|value| value.parse().ok())
+        .expect("the metric is exposed")
+}
+
 #[tokio::test]
 async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm_still_exits_0() {
     let db = TestDb::new().await;
     let receiver = StubServer::start(200).await;
-    let (_dir, config) = setup(&db, &receiver, "closed-stdio");
+    let admin_port = free_port();
+    let (_dir, config) = setup_with(&db, &receiver, "closed-stdio", |config| {
+        config.admin.listen = format!("127.0.0.1:{admin_port}");
+    });
     let mut process = HostProcess::run(BINARY, &config, "info", Stdio::piped(), Stdio::piped());
     let mut stdout = process.child().stdout.take().expect("piped");
     let mut stderr = process.child().stderr.take().expect("piped");
@@ -166,6 +190,11 @@ async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm
         DRAIN,
         || async { db.count("PUBLISHED").await >= published_at_close + 1000 },
     )
+    .await;
+    let metrics = format!("http://127.0.0.1:{admin_port}/metrics");
+    wait_until("the lost log lines are counted", DRAIN, || async {
+        dropped_log_lines(&metrics).await > 0.0
+    })
     .await;
     let rows = load.stop().await;
     wait_for_every_row_to_settle(&db).await;

@@ -1,47 +1,29 @@
 //! Stopping the host as an operator does: SIGTERM to the real binary under load.
 
 use outbox_host::api::OutboxEntry;
+use outbox_tests::binary::HostProcess;
 use outbox_tests::db::{self, TestDb};
 use outbox_tests::host::wait_until;
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const GRACE_MS: u64 = 300;
 
-fn start_host(config: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_outbox-host-under-test"))
-        .args(["run", "--config", config.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the host binary starts")
+const BINARY: &str = env!("CARGO_BIN_EXE_outbox-host-under-test");
+
+fn start_host(config: &std::path::Path) -> HostProcess {
+    HostProcess::run(BINARY, config, "warn", Stdio::null(), Stdio::inherit())
 }
 
-fn terminate(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-/// Waits for the process to exit; returns its exit code and how long that took.
-async fn exit_of(child: &mut Child) -> (Option<i32>, Duration) {
+/// Sends SIGTERM and waits for the process to exit; returns its exit code and how long that took.
+async fn terminate(host: &mut HostProcess) -> (Option<i32>, Duration) {
+    host.signal("TERM");
     let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return (status.code(), started.elapsed());
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the host did not exit"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let code = host.exit_code("SIGTERM", Duration::from_secs(20)).await;
+    (code, started.elapsed())
 }
 
 #[tokio::test]
@@ -91,8 +73,7 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
         || async { db.count("PROCESSING").await >= 20 },
     )
     .await;
-    terminate(&host);
-    let (code, took) = exit_of(&mut host).await;
+    let (code, took) = terminate(&mut host).await;
     assert_eq!(code, Some(0));
     assert!(
         took < Duration::from_millis(GRACE_MS + 1500),
@@ -111,6 +92,5 @@ async fn sigterm_under_load_exits_0_within_the_grace_period_and_a_restart_finish
         || async { db.count("PUBLISHED").await == 300 },
     )
     .await;
-    terminate(&restarted);
-    assert_eq!(exit_of(&mut restarted).await.0, Some(0));
+    assert_eq!(terminate(&mut restarted).await.0, Some(0));
 }
