@@ -249,7 +249,7 @@ async fn kill_9_under_load_then_a_restart_publishes_every_row_repeating_at_most_
     // Slow enough answers that publishes are in flight at the kill.
     receiver.set_delay(Duration::from_millis(50));
     let (_dir, config) = setup_with(&db, &receiver, "kill-9", |config| {
-        config.relay.lease_timeout_ms = 5000;
+        config.relay.lease_timeout_ms = 10_000;
         config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
     });
     let load = mixed_load(&db, &receiver);
