@@ -289,15 +289,45 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
-    #[error("configuration key {key}: {message}")]
-    Key { key: String, message: String },
+    /// `variable` names the environment variable the value came from, when it did.
+    #[error("{}{message}", source_of(key, variable.as_deref()))]
+    Key {
+        key: String,
+        variable: Option<String>,
+        message: String,
+    },
+}
+
+fn source_of(key: &str, variable: Option<&str>) -> String {
+    match variable {
+        Some(variable) => format!("environment variable {variable} (configuration key {key}): "),
+        None => format!("configuration key {key}: "),
+    }
 }
 
 impl ConfigError {
     fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError::Key {
             key: key.into(),
+            variable: None,
             message: message.into(),
+        }
+    }
+
+    /// Names the environment variable that set the offending key, if one did: that is where the
+    /// operator has to look.
+    fn naming_variable(self, variables: &BTreeMap<String, String>) -> Self {
+        match self {
+            ConfigError::Key {
+                key,
+                variable: None,
+                message,
+            } => ConfigError::Key {
+                variable: variables.get(&key).cloned(),
+                key,
+                message,
+            },
+            other => other,
         }
     }
 }
@@ -331,6 +361,8 @@ impl Config {
             None => toml::Table::new(),
         };
         let (mut database_url, mut xdg_state_home, mut home) = (None, None, None);
+        // Key → the environment variable that set it.
+        let mut variables = BTreeMap::new();
         for (name, value) in env {
             match name.as_str() {
                 "DATABASE_URL" => database_url = Some(value),
@@ -338,7 +370,8 @@ impl Config {
                 "HOME" => home = Some(value),
                 _ => {
                     if let Some(rest) = name.strip_prefix(ENV_PREFIX) {
-                        apply_env_override(&mut table, &name, rest, &value)?;
+                        let key = apply_env_override(&mut table, &name, rest, &value)?;
+                        variables.insert(key, name);
                     }
                 }
             }
@@ -346,15 +379,19 @@ impl Config {
         let mut config: Config = serde_path_to_error::deserialize(table).map_err(|error| {
             let key = error.path().to_string();
             ConfigError::key(key, value_free(error.into_inner().message()))
+                .naming_variable(&variables)
         })?;
-        if config.database.url.is_none() {
+        if config.database.url.is_none() && database_url.is_some() {
             config.database.url = database_url;
+            variables.insert("database.url".to_owned(), "DATABASE_URL".to_owned());
         }
         if config.plugins.state_dir.is_none() {
             config.plugins.state_dir =
                 default_state_dir(xdg_state_home.as_deref(), home.as_deref());
         }
-        config.validate()?;
+        config
+            .validate()
+            .map_err(|error| error.naming_variable(&variables))?;
         Ok(config)
     }
 
@@ -541,14 +578,15 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
     })
 }
 
-/// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size`. The value is read as a TOML literal when it
-/// is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging` needs no quotes.
+/// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size` (the key it returns). The value is read as a
+/// TOML literal when it is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging`
+/// needs no quotes.
 fn apply_env_override(
     table: &mut toml::Table,
     name: &str,
     rest: &str,
     value: &str,
-) -> Result<(), ConfigError> {
+) -> Result<String, ConfigError> {
     let lower = rest.to_ascii_lowercase();
     let Some((section, key)) = lower
         .split_once('_')
@@ -570,7 +608,7 @@ fn apply_env_override(
         .as_table_mut()
         .ok_or_else(|| ConfigError::key(section, "must be a table"))?;
     section_table.insert(key.to_owned(), parsed);
-    Ok(())
+    Ok(format!("{section}.{key}"))
 }
 
 /// The mask that replaces a secret.
@@ -728,6 +766,29 @@ mod tests {
         assert_eq!(key_of(error), "relay.batchsize");
         let error = load("", &[("OUTBOX_NOPE", "5")]).unwrap_err();
         assert_eq!(key_of(error), "OUTBOX_NOPE");
+    }
+
+    #[test]
+    fn a_bad_value_from_the_environment_names_the_variable_and_the_key() {
+        let error = message_of(load("", &[("OUTBOX_RELAY_BATCH_SIZE", "abc")]));
+        assert!(
+            error.starts_with(
+                "environment variable OUTBOX_RELAY_BATCH_SIZE (configuration key relay.batch_size): "
+            ),
+            "{error}"
+        );
+        let error = message_of(load("", &[("OUTBOX_RELAY_BATCH_SIZE", "0")]));
+        assert!(error.contains("OUTBOX_RELAY_BATCH_SIZE"), "{error}");
+        let error = message_of(load("", &[("DATABASE_URL", "postgress://db/x")]));
+        assert!(
+            error.starts_with("environment variable DATABASE_URL (configuration key database.url)"),
+            "{error}"
+        );
+        let error = message_of(load("[relay]\nbatch_size = 0\n", &[]));
+        assert!(
+            error.starts_with("configuration key relay.batch_size: "),
+            "{error}"
+        );
     }
 
     #[test]

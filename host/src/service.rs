@@ -12,6 +12,7 @@ use crate::plugins::{
 use crate::relay::{Relay, RelaySettings};
 use crate::repository::OutboxRepository;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::TcpListener;
@@ -28,6 +29,11 @@ pub enum StartError {
     Database(#[from] DatabaseError),
     #[error(transparent)]
     Plugins(#[from] PluginError),
+    #[error(
+        "the plugins directory {} (plugins.dir) does not exist or is not a directory: create it, \
+         or set plugins.dir to the directory that holds the .wasm files", dir.display()
+    )]
+    PluginsDirMissing { dir: PathBuf },
     #[error("cannot listen on admin.listen {addr}: {source}")]
     AdminListen {
         addr: SocketAddr,
@@ -48,6 +54,12 @@ pub struct RunningService {
 
 /// Connects, migrates (unless `database.migrate = false`), loads the plugins and starts everything.
 pub async fn start(config: &Config) -> Result<RunningService, StartError> {
+    // Checked first: a mistyped path must not look like a host with no plugins.
+    if !config.plugins.dir.is_dir() {
+        return Err(StartError::PluginsDirMissing {
+            dir: config.plugins.dir.clone(),
+        });
+    }
     let options = database::connect_options(config.database_url())?;
     let schema = config.schema();
     if config.database.migrate {
