@@ -68,27 +68,9 @@ pub async fn run(args: ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
     }
 }
 
-/// One line per plugin, columns padded to their widest cell; the last column is not padded.
+/// One line per plugin.
 fn table(plugins: &[PluginStatusJson]) -> String {
-    let rows: Vec<[String; 8]> = std::iter::once(HEADER.map(str::to_owned))
-        .chain(plugins.iter().map(row))
-        .collect();
-    let mut widths = [0; 8];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut text = String::new();
-    for row in &rows {
-        let (last, padded) = row.split_last().expect("eight columns");
-        for (cell, width) in padded.iter().zip(widths) {
-            text.push_str(&format!("{cell:<width$}  "));
-        }
-        text.push_str(last);
-        text.push('\n');
-    }
-    text
+    super::table::render(HEADER, plugins.iter().map(row))
 }
 
 fn row(plugin: &PluginStatusJson) -> [String; 8] {
@@ -110,10 +92,10 @@ fn row(plugin: &PluginStatusJson) -> [String; 8] {
         },
     );
     // A compile error spans several lines; a table row must not.
-    let last_error = plugin.last_error.as_deref().map_or_else(
-        || "-".to_owned(),
-        |error| error.split_whitespace().collect::<Vec<_>>().join(" "),
-    );
+    let last_error = plugin
+        .last_error
+        .as_deref()
+        .map_or_else(|| "-".to_owned(), super::table::one_line);
     [
         file,
         hash,
