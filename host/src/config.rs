@@ -219,21 +219,80 @@ impl Default for MaintenanceConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     pub listen: String,
+    /// When set, every endpoint but `/healthz` requires `Authorization: Bearer <token>`. Required
+    /// to listen on anything but a loopback address: the listener can redrive and purge rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<AdminToken>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: "127.0.0.1:9464".to_owned(),
+            token: None,
         }
     }
 }
+
+/// Shortest `admin.token` accepted: long enough not to be guessed over the network.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 
 impl AdminConfig {
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen
             .parse()
             .expect("validated when the configuration was loaded")
+    }
+
+    /// The address parses, the token is usable as a bearer token, and a non-loopback address has one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let addr = SocketAddr::from_str(&self.listen).map_err(|_| {
+            ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464")
+        })?;
+        if let Some(token) = &self.token {
+            let usable = token.0.len() >= MIN_ADMIN_TOKEN_CHARS
+                && token.0.bytes().all(|b| b.is_ascii_graphic());
+            if !usable {
+                return Err(ConfigError::key(
+                    "admin.token",
+                    format!(
+                        "must be at least {MIN_ADMIN_TOKEN_CHARS} visible ASCII characters, \
+                         without spaces"
+                    ),
+                ));
+            }
+        } else if !addr.ip().is_loopback() {
+            return Err(ConfigError::key(
+                "admin.listen",
+                "is not a loopback address, and the admin listener can redrive and purge rows: \
+                 set admin.token (or OUTBOX_ADMIN_TOKEN) to require it as a bearer token, or \
+                 listen on 127.0.0.1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The admin listener's bearer token. Its `Debug` shows a mask, so it cannot reach a log line
+/// through a printed configuration; `config print` masks it as a key naming a token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn new(token: impl Into<String>) -> Self {
+        AdminToken(token.into())
+    }
+
+    /// The token itself, to compare or to send; never to print.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AdminToken({MASK})")
     }
 }
 
@@ -481,9 +540,7 @@ impl Config {
         ] {
             parse_cron(expression).map_err(|message| ConfigError::key(key, message))?;
         }
-        SocketAddr::from_str(&self.admin.listen).map_err(|_| {
-            ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464")
-        })?;
+        self.admin.validate()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|error| ConfigError::key("log.level", error.to_string()))?;
         Ok(())
@@ -970,6 +1027,47 @@ mod tests {
             .to_masked_toml();
         assert!(printed.contains("postgres://app:****@db/x"), "{printed}");
         assert!(!printed.contains(MARKER), "{printed}");
+    }
+
+    #[test]
+    fn a_non_loopback_admin_address_needs_a_token() {
+        let error = load("[admin]\nlisten = \"0.0.0.0:9464\"\n", &[]).unwrap_err();
+        let message = error.to_string();
+        assert_eq!(key_of(error), "admin.listen");
+        assert!(message.contains("set admin.token"), "{message}");
+        let token = "0123456789abcdefXYZ";
+        let config = load(
+            "[admin]\nlisten = \"0.0.0.0:9464\"\n",
+            &[("OUTBOX_ADMIN_TOKEN", token)],
+        )
+        .unwrap();
+        assert_eq!(
+            config.admin.token.as_ref().map(AdminToken::expose),
+            Some(token)
+        );
+        assert!(load("[admin]\nlisten = \"[::1]:9464\"\n", &[]).is_ok());
+    }
+
+    #[test]
+    fn a_short_or_spaced_admin_token_is_refused_without_quoting_it() {
+        for token in ["short", "sixteen chars but spaced"] {
+            let error = message_of(load("", &[("OUTBOX_ADMIN_TOKEN", token)]));
+            assert!(
+                error.contains("OUTBOX_ADMIN_TOKEN (configuration key admin.token)"),
+                "{error}"
+            );
+            assert!(!error.contains(token), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_admin_token_is_masked_in_print_and_debug() {
+        let config = load(&format!("[admin]\ntoken = \"{MARKER}{MARKER}\"\n"), &[]).unwrap();
+        let printed = config.to_masked_toml();
+        assert!(printed.contains("token = \"****\""), "{printed}");
+        assert!(!printed.contains(MARKER), "{printed}");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains(MARKER), "{debug}");
     }
 
     #[test]
