@@ -130,6 +130,9 @@ pub struct RelayConfig {
     pub instances: u32,
     pub max_in_flight: u32,
     pub shutdown_grace_ms: u64,
+    /// `/readyz` fails when a relay loop has completed no turn for this long (an idle loop still
+    /// turns every polling interval, so this must exceed `polling_interval_ms`).
+    pub stalled_after_ms: u64,
     /// This node's identity in `claimed_by`; default: host name and process id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
@@ -148,6 +151,7 @@ impl Default for RelayConfig {
             instances: 1,
             max_in_flight: 64,
             shutdown_grace_ms: 10_000,
+            stalled_after_ms: 30_000,
             node_id: None,
         }
     }
@@ -168,6 +172,10 @@ impl RelayConfig {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn stalled_after(&self) -> Duration {
+        Duration::from_millis(self.stalled_after_ms)
     }
 
     pub fn node_id(&self) -> String {
@@ -521,6 +529,13 @@ impl Config {
             return Err(ConfigError::key(
                 "relay.backoff_base_delay_ms",
                 "must not exceed relay.backoff_max_delay_ms",
+            ));
+        }
+        if self.relay.stalled_after_ms <= self.relay.polling_interval_ms {
+            return Err(ConfigError::key(
+                "relay.stalled_after_ms",
+                "must be greater than relay.polling_interval_ms: an idle relay turns once per \
+                 polling interval",
             ));
         }
         if let Some(node_id) = &self.relay.node_id

@@ -2,13 +2,37 @@
 //! shape of a dead letter, how `since` is written, and how a selection is given. The statements are
 //! in `repository/dead_letters.rs`.
 
-use crate::repository::{DeadLetter, DeadLetterSelection};
+use crate::repository::{DeadLetter, DeadLetterSelection, OutboxRepository, RepositoryError};
 use crate::text;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Rows `dlq list` and `GET /dlq` show when no limit is given.
+/// Rows `dlq list` and `GET /dlq` show when no limit is given, and at most.
 pub const DEFAULT_LIST_LIMIT: u32 = 100;
+pub const MAX_LIST_LIMIT: u32 = 10_000;
+
+/// Sends the selected dead letters back to `PENDING` and logs how many, and who asked (`via`: the
+/// command line or the admin listener). Returns how many.
+pub async fn redrive(
+    repository: &OutboxRepository,
+    selection: &DeadLetterSelection,
+    via: &'static str,
+) -> Result<usize, RepositoryError> {
+    let count = repository.redrive_dead_letters(selection).await?.len();
+    tracing::info!(count, selection = %describe(selection), via, "dead letters redriven");
+    Ok(count)
+}
+
+/// Deletes the selected dead letters and logs how many, and who asked. Returns how many.
+pub async fn purge(
+    repository: &OutboxRepository,
+    selection: &DeadLetterSelection,
+    via: &'static str,
+) -> Result<u64, RepositoryError> {
+    let count = repository.purge_dead_letters(selection).await?;
+    tracing::info!(count, selection = %describe(selection), via, "dead letters purged");
+    Ok(count)
+}
 
 /// What an operator wrote that cannot select dead letters.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

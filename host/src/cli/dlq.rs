@@ -6,7 +6,7 @@ use super::table::{self, one_line};
 use super::{DatabaseArgs, EXIT_USAGE, init_logging};
 use crate::config::Config;
 use crate::database::{self, Tables};
-use crate::dlq::{self, DEFAULT_LIST_LIMIT, DeadLetterJson, DeadLettersPage};
+use crate::dlq::{self, DEFAULT_LIST_LIMIT, DeadLetterJson, DeadLettersPage, MAX_LIST_LIMIT};
 use crate::repository::{DeadLetterSelection, OutboxRepository};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -33,7 +33,7 @@ pub enum DlqCommand {
         since: Option<String>,
         /// At most this many rows.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_LIST_LIMIT,
-              value_parser = clap::value_parser!(u32).range(1..))]
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LIST_LIMIT)))]
         limit: u32,
         /// Print the rows as JSON (the body of the admin listener's GET /dlq).
         #[arg(long)]
@@ -202,8 +202,7 @@ impl Operation {
                 }
             }
             Operation::Redrive(selection) => {
-                let redriven = repository.redrive_dead_letters(&selection).await?.len();
-                tracing::info!(count = redriven, selection = %dlq::describe(&selection), "dead letters redriven");
+                let redriven = dlq::redrive(repository, &selection, "command line").await?;
                 writeln!(
                     out,
                     "{} back to PENDING{}",
@@ -212,9 +211,8 @@ impl Operation {
                 )?;
             }
             Operation::Purge(selection) => {
-                let purged = repository.purge_dead_letters(&selection).await?;
+                let purged = dlq::purge(repository, &selection, "command line").await?;
                 let purged = usize::try_from(purged).unwrap_or(usize::MAX);
-                tracing::info!(count = purged, selection = %dlq::describe(&selection), "dead letters purged");
                 writeln!(
                     out,
                     "{} purged{}",
