@@ -223,3 +223,15 @@ fn run_with_a_missing_plugins_directory_exits_naming_it() {
     );
     assert!(!missing.exists());
 }
+
+#[test]
+fn run_on_a_non_loopback_admin_address_without_a_token_exits_2_naming_admin_token() {
+    let (code, stderr) = run_for_error(&["run"], &[("OUTBOX_ADMIN_LISTEN", "0.0.0.0:0")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr
+            .contains("environment variable OUTBOX_ADMIN_LISTEN (configuration key admin.listen)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("set admin.token"), "{stderr}");
+}

@@ -5,7 +5,7 @@ use super::AdminState;
 use crate::dlq::{
     self, DEFAULT_LIST_LIMIT, DeadLetterJson, DeadLettersPage, MAX_LIST_LIMIT, SelectionJson,
 };
-use crate::repository::RepositoryError;
+use crate::repository::{DeadLetterSelection, RepositoryError};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -58,7 +58,7 @@ pub(super) async fn redrive(
 ) -> Response {
     let selection = match selection_of(body) {
         Ok(selection) => selection,
-        Err(response) => return response,
+        Err(message) => return bad_request(&message),
     };
     match dlq::redrive(&state.repository, &selection, "admin listener").await {
         Ok(count) => Json(serde_json::json!({ "redriven": count })).into_response(),
@@ -72,7 +72,7 @@ pub(super) async fn purge(
 ) -> Response {
     let selection = match selection_of(body) {
         Ok(selection) => selection,
-        Err(response) => return response,
+        Err(message) => return bad_request(&message),
     };
     match dlq::purge(&state.repository, &selection, "admin listener").await {
         Ok(count) => Json(serde_json::json!({ "purged": count })).into_response(),
@@ -80,16 +80,18 @@ pub(super) async fn purge(
     }
 }
 
+/// The selection a body names, or why it names none.
 fn selection_of(
     body: Result<Json<SelectionJson>, JsonRejection>,
-) -> Result<crate::repository::DeadLetterSelection, Response> {
+) -> Result<DeadLetterSelection, String> {
     let Ok(Json(body)) = body else {
-        return Err(bad_request(
-            "the body must be JSON: {\"ids\": [1, 2]} or {\"type\": \"T\", \"since\": \"1h\"}",
-        ));
+        return Err(
+            "the body must be JSON: {\"ids\": [1, 2]} or {\"type\": \"T\", \"since\": \"1h\"}"
+                .to_owned(),
+        );
     };
     body.selection(Utc::now())
-        .map_err(|error| bad_request(&error.to_string()))
+        .map_err(|error| error.to_string())
 }
 
 fn bad_request(message: &str) -> Response {
