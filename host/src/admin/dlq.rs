@@ -31,9 +31,13 @@ pub(super) async fn list(
     let Ok(Query(query)) = query else {
         return bad_request("the query takes type, since and limit (a number)");
     };
-    let since = match query.since.map(|text| dlq::parse_since(&text, Utc::now())) {
-        Some(Err(error)) => return bad_request(&error.to_string()),
-        since => since.transpose().unwrap_or_default(),
+    let since = match query
+        .since
+        .map(|text| dlq::parse_since(&text, Utc::now()))
+        .transpose()
+    {
+        Ok(since) => since,
+        Err(error) => return bad_request(&error.to_string()),
     };
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if !(1..=MAX_LIST_LIMIT).contains(&limit) {
