@@ -1,11 +1,13 @@
 //! Secrets never come back out: a marker planted in every place an operator may put one (credentials
 //! in an allow-list entry, an oversized integer in a plugin's `[config]`, a password in the database
-//! URL's user info or query, Kafka credentials, a bad configuration value) appears in no error,
+//! URL's user info or query, Kafka credentials, the admin token, a bad configuration value) appears
+//! in no error,
 //! status page, listing, log line or printed configuration.
 
 use clap::Parser;
-use outbox_host::admin::client;
+use outbox_host::admin::client::AdminRequest;
 use outbox_host::cli::{self, Cli};
+use outbox_host::config::AdminToken;
 use outbox_tests::db::TestDb;
 use outbox_tests::host::{self, TestHost};
 use outbox_tests::log_capture;
@@ -49,12 +51,31 @@ async fn a_planted_secret_appears_in_no_error_status_listing_log_or_printed_conf
     plugins.add_manifest("noop", &format!("[config]\ntoken = {NUMERIC_MARKER}\n"));
 
     let db = TestDb::new().await;
-    let host = TestHost::start(&host::config(&db, plugins.path())).await;
-    let page = client::get(&host.admin_url("/plugins")).await.unwrap();
+    let admin_token = format!("{MARKER}-admin-token");
+    let mut host_config = host::config(&db, plugins.path());
+    host_config.admin.token = Some(AdminToken::new(&admin_token));
+    let host = TestHost::start(&host_config).await;
+    let page = AdminRequest::get(host.admin_url("/plugins"))
+        .token(Some(AdminToken::new(&admin_token)))
+        .ok()
+        .await
+        .unwrap();
     let page = String::from_utf8_lossy(&page).into_owned();
     assert!(page.contains("http.allowed_hosts[0]"), "{page}");
     assert_no_marker("/plugins", &page);
-    let (code, listing) = run_cli(&["plugin", "list", "--admin", &host.admin_url("")]).await;
+    let (_, refused) = run_cli(&["plugin", "list", "--admin", &host.admin_url("")]).await;
+    assert_no_marker("plugin list without the token", &refused);
+    let admin_config = ScratchDir::new("secrets-admin");
+    let with_token = admin_config.write(
+        "host.conf",
+        format!(
+            "[admin]\nlisten = \"{}\"\ntoken = \"{admin_token}\"\n",
+            host.service.admin_addr()
+        )
+        .as_bytes(),
+    );
+    let (code, listing) =
+        run_cli(&["plugin", "list", "--config", with_token.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{listing}");
     assert_no_marker("plugin list", &listing);
     host.stop().await;
@@ -71,7 +92,8 @@ async fn a_planted_secret_appears_in_no_error_status_listing_log_or_printed_conf
         "good.toml",
         format!(
             "[database]\nurl = \"postgres://app:{MARKER}@db:5432/x?sslmode=disable&password={MARKER}\"\n\
-             [kafka]\nbootstrap_servers = \"sasl_ssl://svc:{MARKER}@broker:9093?Password={MARKER}\"\n"
+             [kafka]\nbootstrap_servers = \"sasl_ssl://svc:{MARKER}@broker:9093?Password={MARKER}\"\n\
+             [admin]\ntoken = \"{MARKER}-admin-token\"\n"
         )
         .as_bytes(),
     );
@@ -94,6 +116,10 @@ async fn a_planted_secret_appears_in_no_error_status_listing_log_or_printed_conf
         (
             "url.toml",
             format!("[database]\nurl = \"postgres://app:{MARKER}@db:notaport/x\"\n"),
+        ),
+        (
+            "admin_token.toml",
+            format!("[admin]\ntoken = \"{MARKER} spaced\"\n"),
         ),
         (
             "parameter.toml",

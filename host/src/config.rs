@@ -130,6 +130,9 @@ pub struct RelayConfig {
     pub instances: u32,
     pub max_in_flight: u32,
     pub shutdown_grace_ms: u64,
+    /// `/readyz` fails when a relay loop has completed no turn for this long (an idle loop still
+    /// turns every polling interval, so this must exceed `polling_interval_ms`).
+    pub stalled_after_ms: u64,
     /// This node's identity in `claimed_by`; default: host name and process id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
@@ -148,6 +151,7 @@ impl Default for RelayConfig {
             instances: 1,
             max_in_flight: 64,
             shutdown_grace_ms: 10_000,
+            stalled_after_ms: 30_000,
             node_id: None,
         }
     }
@@ -168,6 +172,10 @@ impl RelayConfig {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn stalled_after(&self) -> Duration {
+        Duration::from_millis(self.stalled_after_ms)
     }
 
     pub fn node_id(&self) -> String {
@@ -219,21 +227,80 @@ impl Default for MaintenanceConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     pub listen: String,
+    /// When set, every endpoint but `/healthz` requires `Authorization: Bearer <token>`. Required
+    /// to listen on anything but a loopback address: the listener can redrive and purge rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<AdminToken>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: "127.0.0.1:9464".to_owned(),
+            token: None,
         }
     }
 }
+
+/// Shortest `admin.token` accepted: long enough not to be guessed over the network.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 
 impl AdminConfig {
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen
             .parse()
             .expect("validated when the configuration was loaded")
+    }
+
+    /// The address parses, the token is usable as a bearer token, and a non-loopback address has one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let addr = SocketAddr::from_str(&self.listen).map_err(|_| {
+            ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464")
+        })?;
+        if let Some(token) = &self.token {
+            let usable = token.0.len() >= MIN_ADMIN_TOKEN_CHARS
+                && token.0.bytes().all(|b| b.is_ascii_graphic());
+            if !usable {
+                return Err(ConfigError::key(
+                    "admin.token",
+                    format!(
+                        "must be at least {MIN_ADMIN_TOKEN_CHARS} visible ASCII characters, \
+                         without spaces"
+                    ),
+                ));
+            }
+        } else if !addr.ip().is_loopback() {
+            return Err(ConfigError::key(
+                "admin.listen",
+                "is not a loopback address, and the admin listener can redrive and purge rows: \
+                 set admin.token (or OUTBOX_ADMIN_TOKEN) to require it as a bearer token, or \
+                 listen on 127.0.0.1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The admin listener's bearer token. Its `Debug` shows a mask, so it cannot reach a log line
+/// through a printed configuration; `config print` masks it as a key naming a token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn new(token: impl Into<String>) -> Self {
+        AdminToken(token.into())
+    }
+
+    /// The token itself, to compare or to send; never to print.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AdminToken({MASK})")
     }
 }
 
@@ -289,15 +356,45 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
-    #[error("configuration key {key}: {message}")]
-    Key { key: String, message: String },
+    /// `variable` names the environment variable the value came from, when it did.
+    #[error("{}{message}", source_of(key, variable.as_deref()))]
+    Key {
+        key: String,
+        variable: Option<String>,
+        message: String,
+    },
+}
+
+fn source_of(key: &str, variable: Option<&str>) -> String {
+    match variable {
+        Some(variable) => format!("environment variable {variable} (configuration key {key}): "),
+        None => format!("configuration key {key}: "),
+    }
 }
 
 impl ConfigError {
     fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError::Key {
             key: key.into(),
+            variable: None,
             message: message.into(),
+        }
+    }
+
+    /// Names the environment variable that set the offending key, if one did: that is where the
+    /// operator has to look.
+    fn naming_variable(self, variables: &BTreeMap<String, String>) -> Self {
+        match self {
+            ConfigError::Key {
+                key,
+                variable: None,
+                message,
+            } => ConfigError::Key {
+                variable: variables.get(&key).cloned(),
+                key,
+                message,
+            },
+            other => other,
         }
     }
 }
@@ -331,6 +428,8 @@ impl Config {
             None => toml::Table::new(),
         };
         let (mut database_url, mut xdg_state_home, mut home) = (None, None, None);
+        // Key → the environment variable that set it.
+        let mut variables = BTreeMap::new();
         for (name, value) in env {
             match name.as_str() {
                 "DATABASE_URL" => database_url = Some(value),
@@ -338,7 +437,8 @@ impl Config {
                 "HOME" => home = Some(value),
                 _ => {
                     if let Some(rest) = name.strip_prefix(ENV_PREFIX) {
-                        apply_env_override(&mut table, &name, rest, &value)?;
+                        let key = apply_env_override(&mut table, &name, rest, &value)?;
+                        variables.insert(key, name);
                     }
                 }
             }
@@ -346,15 +446,19 @@ impl Config {
         let mut config: Config = serde_path_to_error::deserialize(table).map_err(|error| {
             let key = error.path().to_string();
             ConfigError::key(key, value_free(error.into_inner().message()))
+                .naming_variable(&variables)
         })?;
-        if config.database.url.is_none() {
+        if config.database.url.is_none() && database_url.is_some() {
             config.database.url = database_url;
+            variables.insert("database.url".to_owned(), "DATABASE_URL".to_owned());
         }
         if config.plugins.state_dir.is_none() {
             config.plugins.state_dir =
                 default_state_dir(xdg_state_home.as_deref(), home.as_deref());
         }
-        config.validate()?;
+        config
+            .validate()
+            .map_err(|error| error.naming_variable(&variables))?;
         Ok(config)
     }
 
@@ -427,6 +531,13 @@ impl Config {
                 "must not exceed relay.backoff_max_delay_ms",
             ));
         }
+        if self.relay.stalled_after_ms <= self.relay.polling_interval_ms {
+            return Err(ConfigError::key(
+                "relay.stalled_after_ms",
+                "must be greater than relay.polling_interval_ms: an idle relay turns once per \
+                 polling interval",
+            ));
+        }
         if let Some(node_id) = &self.relay.node_id
             && (node_id.trim().is_empty() || node_id.len() > 200)
         {
@@ -444,9 +555,7 @@ impl Config {
         ] {
             parse_cron(expression).map_err(|message| ConfigError::key(key, message))?;
         }
-        SocketAddr::from_str(&self.admin.listen).map_err(|_| {
-            ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464")
-        })?;
+        self.admin.validate()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|error| ConfigError::key("log.level", error.to_string()))?;
         Ok(())
@@ -541,14 +650,15 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
     })
 }
 
-/// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size`. The value is read as a TOML literal when it
-/// is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging` needs no quotes.
+/// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size` (the key it returns). The value is read as a
+/// TOML literal when it is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging`
+/// needs no quotes.
 fn apply_env_override(
     table: &mut toml::Table,
     name: &str,
     rest: &str,
     value: &str,
-) -> Result<(), ConfigError> {
+) -> Result<String, ConfigError> {
     let lower = rest.to_ascii_lowercase();
     let Some((section, key)) = lower
         .split_once('_')
@@ -570,7 +680,7 @@ fn apply_env_override(
         .as_table_mut()
         .ok_or_else(|| ConfigError::key(section, "must be a table"))?;
     section_table.insert(key.to_owned(), parsed);
-    Ok(())
+    Ok(format!("{section}.{key}"))
 }
 
 /// The mask that replaces a secret.
@@ -728,6 +838,29 @@ mod tests {
         assert_eq!(key_of(error), "relay.batchsize");
         let error = load("", &[("OUTBOX_NOPE", "5")]).unwrap_err();
         assert_eq!(key_of(error), "OUTBOX_NOPE");
+    }
+
+    #[test]
+    fn a_bad_value_from_the_environment_names_the_variable_and_the_key() {
+        let error = message_of(load("", &[("OUTBOX_RELAY_BATCH_SIZE", "abc")]));
+        assert!(
+            error.starts_with(
+                "environment variable OUTBOX_RELAY_BATCH_SIZE (configuration key relay.batch_size): "
+            ),
+            "{error}"
+        );
+        let error = message_of(load("", &[("OUTBOX_RELAY_BATCH_SIZE", "0")]));
+        assert!(error.contains("OUTBOX_RELAY_BATCH_SIZE"), "{error}");
+        let error = message_of(load("", &[("DATABASE_URL", "postgress://db/x")]));
+        assert!(
+            error.starts_with("environment variable DATABASE_URL (configuration key database.url)"),
+            "{error}"
+        );
+        let error = message_of(load("[relay]\nbatch_size = 0\n", &[]));
+        assert!(
+            error.starts_with("configuration key relay.batch_size: "),
+            "{error}"
+        );
     }
 
     #[test]
@@ -909,6 +1042,47 @@ mod tests {
             .to_masked_toml();
         assert!(printed.contains("postgres://app:****@db/x"), "{printed}");
         assert!(!printed.contains(MARKER), "{printed}");
+    }
+
+    #[test]
+    fn a_non_loopback_admin_address_needs_a_token() {
+        let error = load("[admin]\nlisten = \"0.0.0.0:9464\"\n", &[]).unwrap_err();
+        let message = error.to_string();
+        assert_eq!(key_of(error), "admin.listen");
+        assert!(message.contains("set admin.token"), "{message}");
+        let token = "0123456789abcdefXYZ";
+        let config = load(
+            "[admin]\nlisten = \"0.0.0.0:9464\"\n",
+            &[("OUTBOX_ADMIN_TOKEN", token)],
+        )
+        .unwrap();
+        assert_eq!(
+            config.admin.token.as_ref().map(AdminToken::expose),
+            Some(token)
+        );
+        assert!(load("[admin]\nlisten = \"[::1]:9464\"\n", &[]).is_ok());
+    }
+
+    #[test]
+    fn a_short_or_spaced_admin_token_is_refused_without_quoting_it() {
+        for token in ["short", "sixteen chars but spaced"] {
+            let error = message_of(load("", &[("OUTBOX_ADMIN_TOKEN", token)]));
+            assert!(
+                error.contains("OUTBOX_ADMIN_TOKEN (configuration key admin.token)"),
+                "{error}"
+            );
+            assert!(!error.contains(token), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_admin_token_is_masked_in_print_and_debug() {
+        let config = load(&format!("[admin]\ntoken = \"{MARKER}{MARKER}\"\n"), &[]).unwrap();
+        let printed = config.to_masked_toml();
+        assert!(printed.contains("token = \"****\""), "{printed}");
+        assert!(!printed.contains(MARKER), "{printed}");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains(MARKER), "{debug}");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - [`plugins`]: the WebAssembly runtime: engine, loading, sandbox, capabilities, the plugin set.
 //! - [`relay`]: the loops that claim rows, call plugins and record outcomes; [`maintenance`]: lease
 //!   recovery and retention on cron schedules.
-//! - [`service`]: everything `outbox-host run` starts; [`admin`] and [`metrics`]: what operators see.
+//! - [`service`]: everything `outbox-host run` starts; [`admin`] and [`metrics`]: what operators see;
+//!   [`dlq`]: dead letters listed, redriven and purged.
 //! - [`log_output`]: where log lines go, so that logging can never fail or block the host.
 //! - [`config`] and [`cli`]: the service's configuration and the `outbox-host` command line.
 //! - [`demo`]: `outbox-host demo`, the whole service at work on sample rows; start here to watch it run.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod database;
 pub mod demo;
 pub mod destination_type;
+pub mod dlq;
 pub mod log_output;
 pub mod maintenance;
 pub mod metrics;

@@ -1,22 +1,23 @@
 //! The service `outbox-host run` starts: the database, the plugins and their watcher, the relay loops,
 //! maintenance and the admin listener, all stopped by one cancellation token.
 
-use crate::admin::{self, AdminState};
-use crate::config::Config;
+use crate::admin::{self, AdminState, Readiness};
+use crate::config::{Config, ConfigError};
 use crate::database::{self, DatabaseError, Tables};
 use crate::maintenance::Maintenance;
 use crate::metrics::Metrics;
 use crate::plugins::{
     EngineConfig, PluginEngine, PluginError, PluginSet, PluginWatcher, WatchSettings, watcher,
 };
-use crate::relay::{Relay, RelaySettings};
+use crate::relay::{Relay, RelayProgress, RelaySettings};
 use crate::repository::OutboxRepository;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 /// The `application_name` of the service's database connections, followed by the node id.
@@ -25,9 +26,16 @@ pub const APPLICATION_NAME: &str = "outbox-host";
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
     Database(#[from] DatabaseError),
     #[error(transparent)]
     Plugins(#[from] PluginError),
+    #[error(
+        "the plugins directory {} (plugins.dir) does not exist or is not a directory: create it, \
+         or set plugins.dir to the directory that holds the .wasm files", dir.display()
+    )]
+    PluginsDirMissing { dir: PathBuf },
     #[error("cannot listen on admin.listen {addr}: {source}")]
     AdminListen {
         addr: SocketAddr,
@@ -44,10 +52,22 @@ pub struct RunningService {
     plugins: watch::Receiver<Arc<PluginSet>>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
+    /// Stopped after `tasks`, so the admin listener answers during the drain.
+    admin: JoinHandle<()>,
+    admin_shutdown: CancellationToken,
 }
 
 /// Connects, migrates (unless `database.migrate = false`), loads the plugins and starts everything.
 pub async fn start(config: &Config) -> Result<RunningService, StartError> {
+    // The listener refuses to expose its endpoints beyond loopback without a token, however the
+    // configuration was built.
+    config.admin.validate()?;
+    // Checked first: a mistyped path must not look like a host with no plugins.
+    if !config.plugins.dir.is_dir() {
+        return Err(StartError::PluginsDirMissing {
+            dir: config.plugins.dir.clone(),
+        });
+    }
     let options = database::connect_options(config.database_url())?;
     let schema = config.schema();
     if config.database.migrate {
@@ -84,26 +104,41 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         .local_addr()
         .map_err(|source| StartError::AdminListen { addr, source })?;
     let plugins_loaded = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(RelayProgress::new(relay_settings.instances));
+    let readiness = Readiness {
+        plugins_loaded: plugins_loaded.clone(),
+        relay: progress.clone(),
+        stalled_after: config.relay.stalled_after(),
+        stopping: shutdown.clone(),
+    };
     let admin_state = AdminState::new(
         repository.clone(),
         plugins.clone(),
         metrics.clone(),
-        plugins_loaded.clone(),
+        readiness,
+        config.admin.token.clone(),
     );
-    let admin_shutdown = shutdown.clone();
-    tasks.spawn(async move {
-        if let Err(error) = admin::serve(listener, admin_state, admin_shutdown).await {
+    let admin_shutdown = CancellationToken::new();
+    let admin_stopped = admin_shutdown.clone();
+    let admin = tokio::spawn(async move {
+        if let Err(error) = admin::serve(listener, admin_state, admin_stopped).await {
             tracing::error!(%error, "the admin listener stopped");
         }
     });
-    tracing::info!(%admin_addr, "admin listener up: /healthz /readyz /metrics /plugins");
+    tracing::info!(%admin_addr, token = config.admin.token.is_some(), "admin listener up: /healthz /readyz /metrics /plugins /dlq");
 
     let watch_settings = WatchSettings {
         debounce: config.plugins.watch_debounce(),
         settle: config.plugins.settle(),
         rescan_interval: config.plugins.rescan_interval(),
     };
-    let watcher = PluginWatcher::start(&config.plugins.dir, watch_settings).await?;
+    let watcher = match PluginWatcher::start(&config.plugins.dir, watch_settings).await {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            admin_shutdown.cancel();
+            return Err(error.into());
+        }
+    };
     let set = PluginSet::load_dir(&engine, &config.plugins.dir).await;
     tracing::info!(dir = %config.plugins.dir.display(), plugins = %watcher::summary(&set), "plugins loaded");
     plugins_tx.send_replace(Arc::new(set));
@@ -114,6 +149,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         plugins: plugins.clone(),
         metrics: metrics.clone(),
         settings: Arc::new(relay_settings),
+        progress,
     };
     tasks.spawn(relay.run(shutdown.clone()));
     tasks.spawn(
@@ -127,6 +163,8 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         plugins,
         shutdown,
         tasks,
+        admin,
+        admin_shutdown,
     })
 }
 
@@ -160,12 +198,17 @@ impl RunningService {
         self.wait().await;
     }
 
-    /// Returns once the service has stopped (after its token was cancelled).
+    /// Returns once the service has stopped (after its token was cancelled). The admin listener
+    /// stops last, once everything else has drained.
     pub async fn wait(mut self) {
         while let Some(result) = self.tasks.join_next().await {
             if let Err(error) = result {
                 tracing::error!(%error, "a service task ended abnormally");
             }
+        }
+        self.admin_shutdown.cancel();
+        if let Err(error) = self.admin.await {
+            tracing::error!(%error, "the admin listener ended abnormally");
         }
     }
 }

@@ -132,3 +132,106 @@ fn config_print_shows_the_effective_configuration_with_the_password_masked() {
         "{printed}"
     );
 }
+
+/// Runs `outbox-host <args>` and returns its exit code and stderr.
+fn run_for_error(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let output = outbox_host()
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    let (code, stderr) = run_for_error(&["config", "print"], &[("OUTBOX_RELAY_BATCH_SIZE", "abc")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains(
+            "environment variable OUTBOX_RELAY_BATCH_SIZE (configuration key relay.batch_size)"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_misspelt_url_scheme_is_refused_naming_the_scheme() {
+    let (code, stderr) = run_for_error(
+        &[
+            "migrate",
+            "--database-url",
+            "postgress://postgres@127.0.0.1:5432/test",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("unknown URL scheme `postgress://`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_http_server_at_the_database_address_is_reported_as_not_postgresql() {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = server.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        // Answers whatever it reads as a web server answers a request it cannot parse.
+        while let Ok((mut stream, _)) = server.accept() {
+            let _ = stream.read(&mut [0; 1024]);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let url = format!("postgres://postgres@{address}/test");
+    let (code, stderr) = run_for_error(&["migrate", "--database-url", &url], &[]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains(&format!(
+            "the server at {address} does not speak the PostgreSQL protocol"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_with_a_missing_plugins_directory_exits_naming_it() {
+    let config = write_config("");
+    let missing = config.parent().unwrap().join("no-such-plugins");
+    std::fs::write(
+        &config,
+        format!(
+            "[plugins]\ndir = {:?}\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+            missing
+        ),
+    )
+    .unwrap();
+    let (code, stderr) = run_for_error(&["run", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains(&format!(
+            "the plugins directory {} (plugins.dir) does not exist",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!missing.exists());
+}
+
+#[test]
+fn run_on_a_non_loopback_admin_address_without_a_token_exits_2_naming_admin_token() {
+    let (code, stderr) = run_for_error(&["run"], &[("OUTBOX_ADMIN_LISTEN", "0.0.0.0:0")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr
+            .contains("environment variable OUTBOX_ADMIN_LISTEN (configuration key admin.listen)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("set admin.token"), "{stderr}");
+}

@@ -114,6 +114,25 @@ impl TestDb {
         .await
     }
 
+    /// Puts row `id` in the state the relay leaves a dead letter in: three attempts made, the error
+    /// recorded, dead-lettered `age_secs` ago.
+    pub async fn dead_letter(&self, id: i64, error_type: &str, last_error: &str, age_secs: u32) {
+        let updated = sqlx::query(&self.qualify(
+            "UPDATE {outbox} SET state = 'DEAD_LETTER', attempt = 3, max_attempts = 3, \
+             error_type = $2, last_error = $3, claimed_by = 'relay-0', \
+             updated_at = NOW() - $4 * INTERVAL '1 second' WHERE id = $1",
+        ))
+        .bind(id)
+        .bind(error_type)
+        .bind(last_error)
+        .bind(i64::from(age_secs))
+        .execute(&self.pool)
+        .await
+        .unwrap()
+        .rows_affected();
+        assert_eq!(updated, 1, "row {id} exists");
+    }
+
     pub async fn state_of(&self, id: i64) -> String {
         self.scalar(&format!("SELECT state FROM {{outbox}} WHERE id = {id}"))
             .await

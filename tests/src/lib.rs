@@ -11,3 +11,4 @@ pub mod log_capture;
 pub mod plugin_engine;
 pub mod plugins;
 pub mod scratch;
+pub mod tcp_proxy;

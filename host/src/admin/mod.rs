@@ -1,36 +1,38 @@
-//! The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text) and `/plugins` (JSON);
-//! and [`client`], how the command line asks it.
+//! The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text), `/plugins` (JSON) and
+//! the dead-letter operations under `/dlq`; and [`client`], how the command line asks it. With
+//! `admin.token` set, every endpoint but `/healthz` requires it as a bearer token.
 
+mod auth;
 pub mod client;
+mod dlq;
 mod plugins_json;
+mod readiness;
 mod row_counts;
 
 pub use plugins_json::{PluginStatusJson, PluginsPage};
+pub use readiness::Readiness;
 
+use crate::config::AdminToken;
 use crate::metrics::Metrics;
 use crate::plugins::PluginSet;
 use crate::repository::OutboxRepository;
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-const DATABASE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct AdminState {
     pub repository: OutboxRepository,
     pub plugins: watch::Receiver<Arc<PluginSet>>,
     pub metrics: Metrics,
-    /// Set once the plugins directory has been loaded for the first time.
-    pub plugins_loaded: Arc<AtomicBool>,
+    pub readiness: Readiness,
+    token: Option<AdminToken>,
     row_counts: Arc<row_counts::Sampler>,
 }
 
@@ -39,29 +41,41 @@ impl AdminState {
         repository: OutboxRepository,
         plugins: watch::Receiver<Arc<PluginSet>>,
         metrics: Metrics,
-        plugins_loaded: Arc<AtomicBool>,
+        readiness: Readiness,
+        token: Option<AdminToken>,
     ) -> Self {
         AdminState {
             repository,
             plugins,
             metrics,
-            plugins_loaded,
+            readiness,
+            token,
             row_counts: Arc::new(row_counts::Sampler::default()),
         }
     }
 }
 
-/// Serves until `shutdown`.
+/// Serves until `shutdown`. The host cancels it only once the relay has drained, so operators keep
+/// their view of a stopping host.
 pub async fn serve(
     listener: TcpListener,
     state: AdminState,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let token = state.token.clone();
     let router = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/readyz", get(readiness::readyz))
         .route("/metrics", get(metrics))
         .route("/plugins", get(plugins))
+        .route("/dlq", get(dlq::list))
+        .route("/dlq/redrive", post(dlq::redrive))
+        .route("/dlq/purge", post(dlq::purge))
+        .route_layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_token,
+        ))
+        // Liveness needs no token: a probe that cannot hold a secret must still see the process.
+        .route("/healthz", get(healthz))
         .with_state(state);
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.cancelled_owned())
@@ -71,27 +85,6 @@ pub async fn serve(
 /// The process is up and serving.
 async fn healthz() -> &'static str {
     "ok\n"
-}
-
-/// Ready when the database answers and the plugins directory has been loaded.
-async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
-    let ping = sqlx::query("SELECT 1").execute(state.repository.pool());
-    let database = matches!(
-        tokio::time::timeout(DATABASE_CHECK_TIMEOUT, ping).await,
-        Ok(Ok(_))
-    );
-    let plugins_loaded = state.plugins_loaded.load(Ordering::Acquire);
-    match (database, plugins_loaded) {
-        (true, true) => (StatusCode::OK, "ready\n"),
-        (false, _) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the database does not answer\n",
-        ),
-        (true, false) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the plugins are not loaded yet\n",
-        ),
-    }
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {

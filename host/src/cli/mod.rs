@@ -2,14 +2,16 @@
 //! library; every path returns the process exit code: 0 done, 1 failed while running (or, for
 //! `plugin test`, an outcome other than success), 2 bad configuration, usage or plugin load error.
 
+pub mod dlq;
 pub mod plugin;
 pub mod plugin_list;
+mod table;
 
 use crate::config::{Config, LogFormat};
 use crate::database::{self, SchemaName};
 use crate::demo::{self, DemoOptions};
 use crate::log_output;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,13 +34,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply the database migrations (into `database.schema` when set).
-    Migrate {
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Default: the configuration's `database.url`, else DATABASE_URL, else the local `test` database.
-        #[arg(long, value_name = "URL")]
-        database_url: Option<String>,
-    },
+    Migrate(DatabaseArgs),
     /// Run the relay service until SIGTERM or SIGINT.
     Run {
         #[arg(long, value_name = "FILE")]
@@ -47,6 +43,8 @@ pub enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// List, redrive and purge dead letters.
+    Dlq(dlq::DlqArgs),
     /// Test, inspect and list plugins.
     Plugin(plugin::PluginArgs),
     /// Show the host at work: reset the `outbox_demo` schema, run the host with the example plugins
@@ -62,6 +60,27 @@ pub enum Command {
         #[arg(long, value_name = "URL")]
         database_url: Option<String>,
     },
+}
+
+/// The database to work on, as `migrate` and `dlq` take it.
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Default: the configuration's `database.url`, else DATABASE_URL, else the local `test` database.
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+impl DatabaseArgs {
+    /// The configuration with `--database-url` applied, or `None` after the error on `err`.
+    fn load(self, err: &mut dyn Write) -> Option<Config> {
+        let mut config = load_config(self.config, err)?;
+        if let Some(url) = self.database_url {
+            config.database.url = Some(url);
+        }
+        Some(config)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,16 +105,10 @@ pub async fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
 
 async fn run_command(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     match cli.command {
-        Command::Migrate {
-            config,
-            database_url,
-        } => {
-            let Some(mut config) = load_config(config, err) else {
+        Command::Migrate(database) => {
+            let Some(config) = database.load(err) else {
                 return EXIT_USAGE;
             };
-            if let Some(url) = database_url {
-                config.database.url = Some(url);
-            }
             init_logging(&config);
             finish(migrate(&config).await, err)
         }
@@ -113,6 +126,7 @@ async fn run_command(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             let _ = write!(out, "{}", config.to_masked_toml());
             EXIT_SUCCESS
         }
+        Command::Dlq(args) => dlq::run(args, out, err).await,
         Command::Plugin(args) => {
             init_logging(&Config::default());
             plugin::run(args, out, err).await

@@ -21,6 +21,17 @@ pub enum DatabaseError {
     InvalidUrl(String),
     #[error("cannot connect to the database: {0}")]
     Connect(#[source] sqlx::Error),
+    /// Something answered at the database address, but not in PostgreSQL's protocol: the URL most
+    /// likely names another service's port (sqlx alone reports a nonsense message length).
+    #[error(
+        "the server at {address} does not speak the PostgreSQL protocol: is the database URL \
+         pointing at another service (an HTTP server, say)?"
+    )]
+    NotPostgres {
+        address: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("database error: {0}")]
     Query(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -88,12 +99,39 @@ const URL_PARAMETERS: [&str; 17] = [
     "application_name",
 ];
 
+/// The URL schemes sqlx reads as PostgreSQL.
+const URL_SCHEMES: [&str; 2] = ["postgres", "postgresql"];
+
 /// Parses a database URL. The error never echoes the URL: it may carry a password.
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, DatabaseError> {
+    refuse_unknown_scheme(url)?;
     refuse_unknown_parameters(url)?;
     PgConnectOptions::from_str(url)
         .map(|options| options.log_statements(tracing::log::LevelFilter::Trace))
         .map_err(|error| DatabaseError::InvalidUrl(error.to_string()))
+}
+
+/// sqlx takes any scheme, so a typo such as `postgress://` would otherwise go unnoticed. The scheme
+/// is quoted only when it looks like one: text before `://` that is not may be part of a password.
+fn refuse_unknown_scheme(url: &str) -> Result<(), DatabaseError> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    if scheme.is_some_and(|scheme| URL_SCHEMES.contains(&scheme)) {
+        return Ok(());
+    }
+    let looks_like_a_scheme = |scheme: &&str| {
+        scheme.len() <= 32
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    };
+    let found = match scheme.filter(looks_like_a_scheme) {
+        Some(scheme) => format!("unknown URL scheme `{scheme}://`"),
+        None => "not a URL".to_owned(),
+    };
+    Err(DatabaseError::InvalidUrl(format!(
+        "{found}: it must start with postgres:// or postgresql://"
+    )))
 }
 
 /// sqlx logs the value of a query parameter it does not know, so a misspelt `Password=` would put a
@@ -129,9 +167,27 @@ pub async fn connect(
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
+        .connect_with(options.clone())
         .await
-        .map_err(DatabaseError::Connect)
+        .map_err(|error| connect_error(&options, error))
+}
+
+/// A failed connection attempt. A peer that answers in another protocol shows up in sqlx as a
+/// truncated or malformed message during the start-up exchange; it is reported as what it is.
+pub fn connect_error(options: &PgConnectOptions, error: sqlx::Error) -> DatabaseError {
+    let foreign = match &error {
+        sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::UnexpectedEof,
+        _ => false,
+    };
+    if foreign {
+        DatabaseError::NotPostgres {
+            address: format!("{}:{}", options.get_host(), options.get_port()),
+            source: error,
+        }
+    } else {
+        DatabaseError::Connect(error)
+    }
 }
 
 /// Applies every pending migration inside `schema` (created if missing), or the connection's default
@@ -142,7 +198,7 @@ pub async fn migrate(
 ) -> Result<(), DatabaseError> {
     let mut conn = PgConnection::connect_with(options)
         .await
-        .map_err(DatabaseError::Connect)?;
+        .map_err(|error| connect_error(options, error))?;
     if let Some(schema) = schema {
         sqlx::raw_sql(&format!(
             "CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"
@@ -164,6 +220,25 @@ mod tests {
         let url =
             "postgres://app@db/x?sslmode=disable&password=pw&options[search_path]=a&port=5433";
         assert!(connect_options(url).is_ok());
+    }
+
+    #[test]
+    fn a_misspelt_scheme_is_refused_naming_it() {
+        let error = connect_options("postgress://app@db/x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("unknown URL scheme `postgress://`"),
+            "{error}"
+        );
+        assert!(connect_options("postgresql://app@db/x").is_ok());
+    }
+
+    #[test]
+    fn text_that_is_not_a_url_is_refused_without_quoting_it() {
+        let error = connect_options("app:hunter2@db/x").unwrap_err().to_string();
+        assert!(error.contains("not a URL"), "{error}");
+        assert!(!error.contains("hunter2"), "{error}");
     }
 
     #[test]

@@ -114,7 +114,7 @@ async fn reset_schema(url: &str, schema: &SchemaName) -> Result<(), DatabaseErro
     let options = database::connect_options(url)?;
     let mut conn = PgConnection::connect_with(&options)
         .await
-        .map_err(DatabaseError::Connect)?;
+        .map_err(|error| database::connect_error(&options, error))?;
     sqlx::raw_sql(&format!(
         "SET client_min_messages = warning; DROP SCHEMA IF EXISTS {schema} CASCADE"
     ))

@@ -9,6 +9,7 @@ use super::claim_scopes::ClaimScopes;
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
+use super::progress::Heartbeat;
 use super::record::{Unrecorded, marks_of, record_apart};
 use crate::metrics::Metrics;
 use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
@@ -57,8 +58,10 @@ pub(super) async fn run_loop(
     relay: Relay,
     claimed_by: String,
     wake: Arc<Notify>,
+    heartbeat: Heartbeat,
     shutdown: CancellationToken,
 ) {
+    heartbeat.beat();
     let mut state = LoopState::new(relay, claimed_by);
     let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -83,6 +86,7 @@ pub(super) async fn run_loop(
         }
         match state.turn(true).await {
             Ok(full_batch) => {
+                heartbeat.beat();
                 failures = 0;
                 again = full_batch;
             }

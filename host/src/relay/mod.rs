@@ -9,7 +9,8 @@
 //! - `claim_scopes.rs`: the claim scopes of the loaded handlers, asked each turn, failing closed per
 //!   destination type;
 //! - `observers.rs`: publish observers, notified once per attempt after the mark settles;
-//! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net.
+//! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net;
+//! - `progress.rs`: when each loop last completed a turn, for readiness.
 
 mod backoff;
 mod claim_scopes;
@@ -17,10 +18,12 @@ mod cycle;
 mod envelope;
 mod observers;
 mod outcome;
+mod progress;
 mod record;
 mod wakeup;
 
 pub use backoff::Backoff;
+pub use progress::RelayProgress;
 pub use wakeup::LISTENER_APPLICATION_NAME;
 
 use crate::config::{RelayConfig, Strategy};
@@ -72,6 +75,8 @@ pub struct Relay {
     pub plugins: watch::Receiver<Arc<PluginSet>>,
     pub metrics: Metrics,
     pub settings: Arc<RelaySettings>,
+    /// Sized for `settings.instances` loops.
+    pub progress: Arc<RelayProgress>,
 }
 
 impl Relay {
@@ -93,10 +98,12 @@ impl Relay {
             .map(|index| {
                 let claimed_by = format!("{}-{index}", self.settings.node_id);
                 let wake = wakeups.get(index as usize);
+                let heartbeat = progress::Heartbeat::new(self.progress.clone(), index as usize);
                 tokio::spawn(cycle::run_loop(
                     self.clone(),
                     claimed_by,
                     wake,
+                    heartbeat,
                     shutdown.clone(),
                 ))
             })

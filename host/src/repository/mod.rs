@@ -2,11 +2,13 @@
 //!
 //! Relay-side operations run on the repository's pool: [`OutboxRepository::claim_batch`] (claim.rs),
 //! the owner-guarded marks (marks.rs), lease recovery (lease.rs) and retention deletes (cleanup.rs).
+//! Operators list, redrive and purge dead letters (dead_letters.rs).
 //! Application-side inserts run on the caller's transaction (insert.rs), through [`crate::api`].
 
 mod claim;
 mod claim_scope;
 mod cleanup;
+mod dead_letters;
 mod insert;
 mod lease;
 mod marks;
@@ -19,6 +21,7 @@ pub use claim_scope::{
     RelayCapabilities,
 };
 pub use cleanup::CleanupReport;
+pub use dead_letters::{DeadLetter, DeadLetterSelection};
 pub(crate) use insert::{insert_inbox, insert_outbox};
 pub use lease::INVALID_ROW;
 pub use marks::{
@@ -67,6 +70,12 @@ impl OutboxRepository {
         Ok(sqlx::query_as(&self.sql.count_by_state)
             .fetch_all(&self.pool)
             .await?)
+    }
+
+    /// Whether the database answers a trivial statement (for readiness).
+    pub async fn ping(&self) -> Result<(), RepositoryError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
 
     /// One row by id, for tools and tests.

@@ -34,7 +34,16 @@ pub(crate) struct Statements {
     pub cleanup_inbox: String,
     pub select_by_id: String,
     pub count_by_state: String,
+    pub list_dead_letters: String,
+    pub redrive_dead_letters: String,
+    pub purge_dead_letters: String,
 }
+
+/// The rows a [`super::DeadLetterSelection`] names: `$1` ids (empty when selecting by type), `$2`
+/// the destination type (NULL when selecting by ids), `$3` the earliest `updated_at` (NULL: any).
+const DEAD_LETTER_SELECTION: &str = "state = 'DEAD_LETTER' AND (id = ANY($1::bigint[]) \
+    OR ($2::text IS NOT NULL AND destination_type = $2 \
+        AND ($3::timestamptz IS NULL OR updated_at >= $3)))";
 
 impl Statements {
     pub fn new(tables: Tables) -> Self {
@@ -130,6 +139,20 @@ impl Statements {
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
                  WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
             ),
+            list_dead_letters: format!(
+                "SELECT id, destination_type::text, destination::text, attempt, max_attempts, \
+                   error_type::text, last_error, updated_at FROM {outbox} \
+                 WHERE state = 'DEAD_LETTER' AND ($1::text IS NULL OR destination_type = $1) \
+                   AND ($2::timestamptz IS NULL OR updated_at >= $2) \
+                 ORDER BY updated_at DESC, id DESC LIMIT $3"
+            ),
+            // A fresh start: every attempt available again, claimable now.
+            redrive_dead_letters: format!(
+                "UPDATE {outbox} SET state = 'PENDING', attempt = 0, available_at = NOW(), \
+                   claimed_at = NULL, updated_at = NOW() \
+                 WHERE {DEAD_LETTER_SELECTION} RETURNING id"
+            ),
+            purge_dead_letters: format!("DELETE FROM {outbox} WHERE {DEAD_LETTER_SELECTION}"),
             tables,
         }
     }
