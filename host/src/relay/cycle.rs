@@ -4,15 +4,15 @@
 //! fails keeps its outcomes, and the next turn records them apart from the claim (`record.rs`), so a
 //! finished publish is recorded once the database accepts it, never dropped and never counted twice.
 
-use super::Relay;
 use super::claim_scopes::ClaimScopes;
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
 use super::record::{Unrecorded, marks_of, record_apart};
-use crate::metrics::Metrics;
-use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Claims, OutboxRecord, RelayCapabilities};
+use super::{Relay, entry_span};
+use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
+use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
+use crate::repository::{Claims, Mark, OutboxRecord, RelayCapabilities};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// A row handed to a plugin and not yet recorded.
 struct Flight {
@@ -333,13 +334,7 @@ impl LoopState {
             } = outcome;
             let flight = landed.flight;
             if recorded {
-                let count = match decision.disposition {
-                    EntryDisposition::Published => Metrics::published,
-                    EntryDisposition::RetryScheduled => Metrics::retried,
-                    EntryDisposition::DeadLettered => Metrics::dead_lettered,
-                    EntryDisposition::Deferred => Metrics::deferred,
-                };
-                count(metrics, &flight.destination_type);
+                record_outcome(metrics, &flight, &decision.mark);
             }
             if !matches!(landed.attempted, Attempted::NoHandler) {
                 metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
@@ -406,6 +401,51 @@ impl LoopState {
     }
 }
 
+/// Counts a recorded outcome and logs a retry (debug) or a dead letter (warn), with the error as it
+/// was stored: sanitized and cut, never the payload or a header value.
+fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
+    let destination_type = flight.destination_type.as_str();
+    match mark {
+        Mark::Published { .. } => metrics.published(destination_type),
+        Mark::Unresolvable { .. } => metrics.deferred(destination_type),
+        Mark::Retry {
+            id,
+            new_attempt,
+            available_at,
+            last_error,
+            error_type,
+        } => {
+            metrics.retried(destination_type, error_type.as_deref());
+            tracing::debug!(
+                entry_id = id,
+                destination_type,
+                attempt = new_attempt,
+                max_attempts = flight.max_attempts,
+                error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
+                error = %last_error,
+                next_attempt_at = %available_at.to_rfc3339(),
+                "entry scheduled for another attempt"
+            );
+        }
+        Mark::DeadLetter {
+            id,
+            last_error,
+            error_type,
+        } => {
+            metrics.dead_lettered(destination_type, error_type.as_deref());
+            tracing::warn!(
+                entry_id = id,
+                destination_type,
+                attempt = flight.attempt,
+                max_attempts = flight.max_attempts,
+                error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
+                error = %last_error,
+                "entry dead-lettered"
+            );
+        }
+    }
+}
+
 /// One publish, timed from the call to its result. No handler means the type lost its plugin after
 /// the claim: the row is deferred.
 async fn publish(
@@ -416,6 +456,9 @@ async fn publish(
         return (Attempted::NoHandler, Duration::ZERO);
     };
     let started = Instant::now();
-    let attempted = Attempted::from_call(handler.publish(&envelope).await);
+    let call = handler
+        .publish(&envelope)
+        .instrument(entry_span(envelope.entry_id, envelope.attempt));
+    let attempted = Attempted::from_call(call.await);
     (attempted, started.elapsed())
 }

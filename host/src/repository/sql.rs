@@ -24,6 +24,7 @@ pub(crate) struct Statements {
     pub cleanup_inbox: String,
     pub select_by_id: String,
     pub count_by_state: String,
+    pub oldest_pending_age: String,
 }
 
 impl Statements {
@@ -110,6 +111,14 @@ impl Statements {
             count_by_state: format!(
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
                  WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
+            ),
+            // A row is due from its creation, or from its `scheduled_at` when that is later; a row
+            // scheduled in the future is not late yet.
+            oldest_pending_age: format!(
+                "SELECT destination_type::text, \
+                   EXTRACT(EPOCH FROM NOW() - min(GREATEST(created_at, scheduled_at)))::float8 \
+                 FROM {outbox} WHERE state = 'PENDING' AND (scheduled_at IS NULL OR scheduled_at <= NOW()) \
+                 GROUP BY 1"
             ),
             tables,
         }
