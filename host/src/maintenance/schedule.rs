@@ -29,6 +29,20 @@ pub enum JobReport {
     },
 }
 
+impl JobReport {
+    /// The run reclaimed or deleted nothing.
+    pub fn is_empty(&self) -> bool {
+        match *self {
+            JobReport::LeaseRecovery { reclaimed } => reclaimed == 0,
+            JobReport::Cleanup {
+                published,
+                dead_letter,
+                inbox,
+            } => published + dead_letter + inbox == 0,
+        }
+    }
+}
+
 impl Job {
     pub fn name(&self) -> &'static str {
         match self {
@@ -73,7 +87,12 @@ pub(super) async fn run_on_schedule(
             Ok(Some(report)) => {
                 metrics.maintenance_run(job.name(), true);
                 record(&metrics, &report);
-                tracing::info!(job = job.name(), ?report, "maintenance run finished");
+                // A run that found nothing to do is the common case, every 30 s by default.
+                if report.is_empty() {
+                    tracing::debug!(job = job.name(), ?report, "maintenance run finished");
+                } else {
+                    tracing::info!(job = job.name(), ?report, "maintenance run finished");
+                }
             }
             Ok(None) => tracing::debug!(
                 job = job.name(),
