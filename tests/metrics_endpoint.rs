@@ -40,6 +40,15 @@ async fn every_series_of_a_loaded_type_is_at_zero_before_any_event() {
         format!("outbox_plugin_call_seconds_total{{{t},plugin=\"scripted\"}}"),
         format!("outbox_plugin_log_lines_dropped_total{{{t},plugin=\"scripted\"}}"),
     ];
+    zero.extend(
+        [
+            "outbox_cycle_failures_total{reason=\"database\"}",
+            "outbox_maintenance_runs_total{job=\"cleanup\",result=\"ok\"}",
+            "outbox_maintenance_runs_total{job=\"cleanup\",result=\"failed\"}",
+            "outbox_maintenance_rows_total{job=\"cleanup\",table=\"inbox\"}",
+        ]
+        .map(String::from),
+    );
     for state in ["PENDING", "PROCESSING", "DEAD_LETTER"] {
         zero.push(format!("outbox_rows{{{t},state=\"{state}\"}}"));
     }

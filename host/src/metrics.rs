@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use crate::plugins::PluginSet;
 use crate::repository::ClaimScopeFailure;
 
+/// The one reason a relay turn fails: the database.
+const CYCLE_FAILURE_DATABASE: &str = "database";
 /// The row states the row gauges report.
 const ROW_STATES: [&str; 3] = ["PENDING", "PROCESSING", "DEAD_LETTER"];
 /// The label of a destination type that is not well-formed (it came from a row).
@@ -127,6 +129,17 @@ impl Metrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
+        let cycle_failures = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "outbox_cycle_failures_total",
+                    "Relay cycles that failed, by reason",
+                ),
+                &["reason"],
+            ),
+        );
+        cycle_failures.with_label_values(&[CYCLE_FAILURE_DATABASE]);
         let by_type_and_error = &["destination_type", "error_type"];
         let inner = Inner {
             claimed: register(
@@ -186,16 +199,7 @@ impl Metrics {
                     "1 while LISTEN is connected, 0 while polling only",
                 ),
             ),
-            cycle_failures: register(
-                &registry,
-                IntCounterVec::new(
-                    Opts::new(
-                        "outbox_cycle_failures_total",
-                        "Relay cycles that failed, by reason",
-                    ),
-                    &["reason"],
-                ),
-            ),
+            cycle_failures,
             claim_scope_failures: register(
                 &registry,
                 IntCounterVec::new(
@@ -320,8 +324,12 @@ impl Metrics {
         self.inner.listening.set(i64::from(connected));
     }
 
-    pub fn cycle_failed(&self, reason: &str) {
-        self.inner.cycle_failures.with_label_values(&[reason]).inc();
+    /// A relay turn failed because the database did not answer.
+    pub fn cycle_failed(&self) {
+        self.inner
+            .cycle_failures
+            .with_label_values(&[CYCLE_FAILURE_DATABASE])
+            .inc();
     }
 
     pub fn claim_scope_failed(&self, destination_type: &str, reason: &str) {
@@ -329,6 +337,15 @@ impl Metrics {
             .claim_scope_failures
             .with_label_values(&[type_label(destination_type), reason])
             .inc();
+    }
+
+    /// Creates a job's run counters at zero.
+    pub fn maintenance_job(&self, job: &str) {
+        for result in ["ok", "failed"] {
+            self.inner
+                .maintenance_runs
+                .with_label_values(&[job, result]);
+        }
     }
 
     pub fn maintenance_run(&self, job: &str, ok: bool) {

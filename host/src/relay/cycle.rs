@@ -230,7 +230,7 @@ impl LoopState {
             }
             Err(error) => {
                 tracing::warn!(%error, claimed_by = %self.claimed_by, unrecorded = marks.len(), "relay turn failed; its outcomes are kept and recorded on their own next turn");
-                self.relay.metrics.cycle_failed("database");
+                self.relay.metrics.cycle_failed();
                 Err(())
             }
         };
@@ -247,7 +247,7 @@ impl LoopState {
         self.settle(apart.settled).await;
         self.unrecorded = apart.kept;
         if apart.unreachable {
-            self.relay.metrics.cycle_failed("database");
+            self.relay.metrics.cycle_failed();
             return Err(());
         }
         Ok(())
