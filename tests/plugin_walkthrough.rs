@@ -1,0 +1,196 @@
+//! A new plugin author's first hour, from an empty folder: the files and commands of
+//! `sdk/rust/README.md` (taken from the markdown, so the documentation cannot drift from what works),
+//! built, tried offline with `outbox-host plugin test`, deployed into a running host, and fed a row
+//! inserted with the main README's SQL, until that row is delivered.
+
+use outbox_host::plugins::PluginSet;
+use outbox_tests::db::TestDb;
+use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::http_stub::StubServer;
+use outbox_tests::scratch::ScratchDir;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_outbox-host-under-test");
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate is in the repository")
+        .to_owned()
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(repository().join(relative)).expect("the document is readable")
+}
+
+/// The bodies of the fenced blocks after `marker` in `markdown`, in order.
+fn blocks_after(markdown: &str, marker: &str) -> Vec<String> {
+    let start = markdown
+        .find(marker)
+        .unwrap_or_else(|| panic!("the document no longer says {marker:?}"));
+    let mut rest = &markdown[start..];
+    let mut blocks = Vec::new();
+    while let Some(fence) = rest.find("```") {
+        let body = &rest[fence..];
+        let Some(line_end) = body.find('\n') else {
+            break;
+        };
+        let body = &body[line_end + 1..];
+        let Some(end) = body.find("```") else { break };
+        blocks.push(body[..end].to_owned());
+        rest = &body[end + 3..];
+    }
+    blocks
+}
+
+/// The body of the first fenced block after `marker`.
+fn block_after(markdown: &str, marker: &str) -> String {
+    blocks_after(markdown, marker).swap_remove(0)
+}
+
+/// `text` with `from` replaced by `to`; panics when the document no longer holds `from`.
+fn replaced(text: &str, from: &str, to: &str) -> String {
+    assert!(
+        text.contains(from),
+        "the document no longer holds {from:?}:\n{text}"
+    );
+    text.replace(from, to)
+}
+
+/// Runs each command of a `sh` block (continuation lines joined) in `dir`, with `outbox-host` being
+/// the binary under test; panics on a failing command.
+fn run_commands(block: &str, dir: &Path) -> String {
+    let mut output = String::new();
+    for command in block.replace("\\\n", " ").lines() {
+        let command = command.trim();
+        if command.is_empty() || command.starts_with('#') {
+            continue;
+        }
+        let command = match command.strip_prefix("outbox-host ") {
+            Some(args) => format!("{BINARY} {args}"),
+            None => command.to_owned(),
+        };
+        let result = Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(dir)
+            // The test machine may have no network: dependencies come from Cargo's local cache.
+            .env("CARGO_NET_OFFLINE", "true")
+            .output()
+            .expect("sh runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&result.stdout),
+            String::from_utf8_lossy(&result.stderr)
+        );
+        assert!(result.status.success(), "`{command}` failed:\n{text}");
+        output.push_str(&text);
+    }
+    output
+}
+
+#[tokio::test]
+async fn the_sdk_walkthrough_goes_from_an_empty_folder_to_a_delivered_row() {
+    let sdk = read("sdk/rust/README.md");
+    let readme = read("README.md");
+    let stub = StubServer::start(201).await;
+    let folder = ScratchDir::new("walkthrough");
+    let project = folder.path().join("billing");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    // Compiled dependencies are kept between runs, as a new user's would be on their second build.
+    let target = std::env::temp_dir().join("outbox-tests-walkthrough-target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::os::unix::fs::symlink(&target, project.join("target")).unwrap();
+
+    let manifest = block_after(&sdk, "`Cargo.toml`:");
+    let manifest = replaced(
+        &manifest,
+        "/path/to/outbox-host",
+        &repository().display().to_string(),
+    );
+    std::fs::write(project.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(
+        project.join("src/lib.rs"),
+        block_after(&sdk, "`src/lib.rs`:"),
+    )
+    .unwrap();
+    let grants = block_after(&sdk, "Its manifest, `billing.toml`");
+    let grants = replaced(&grants, "https://billing.example.com", &stub.origin());
+    std::fs::write(project.join("billing.toml"), grants).unwrap();
+    std::fs::write(
+        project.join("order.json"),
+        block_after(&sdk, "`order.json` overrides any envelope field"),
+    )
+    .unwrap();
+
+    run_commands(&block_after(&sdk, "## Build"), &project);
+    let tried = run_commands(&blocks_after(&sdk, "## Test offline")[1], &project);
+    for expected in [
+        "manifest:         billing.toml",
+        "\"total_cents\": 1250",
+        "call 1: success",
+        "invoicing entry 1",
+        "POST ",
+    ] {
+        assert!(tried.contains(expected), "{expected}\n{tried}");
+    }
+
+    let db = TestDb::new().await;
+    let plugins = ScratchDir::new("walkthrough-plugins");
+    let host = TestHost::start(&host::config(&db, plugins.path())).await;
+    let deploy = replaced(
+        &block_after(&sdk, "## Deploy"),
+        "/path/to/plugins",
+        &plugins.path().display().to_string(),
+    );
+    run_commands(&deploy, &project);
+    host.wait_for_plugins(
+        "the billing plugin is loaded",
+        Duration::from_secs(60),
+        |set: &PluginSet| set.handler("BILLING").is_some(),
+    )
+    .await;
+
+    let insert = block_after(&readme, "From any other language, insert the row");
+    let insert = replaced(&insert, "INSERT INTO outbox", "INSERT INTO {outbox}");
+    let insert = replaced(
+        &insert,
+        "'WEBHOOK', 'https://hooks.example.com/orders'",
+        "'BILLING', 'invoices'",
+    );
+    let insert = replaced(
+        &insert,
+        "'{\"order\": 42}'",
+        "'{\"order_id\": \"o-42\", \"total_cents\": 990}'",
+    );
+    let id: i64 = db.scalar(&insert).await;
+    wait_until("the row is published", Duration::from_secs(60), || async {
+        db.state_of(id).await == "PUBLISHED"
+    })
+    .await;
+    let carrier_id: String = db
+        .scalar(&format!(
+            "SELECT carrier_id::text FROM {{outbox}} WHERE id = {id}"
+        ))
+        .await;
+    assert_eq!(carrier_id.as_bytes()[14], b'7', "a UUIDv7: {carrier_id}");
+    let max_attempts: i32 = db
+        .scalar(&format!(
+            "SELECT max_attempts FROM {{outbox}} WHERE id = {id}"
+        ))
+        .await;
+    assert_eq!(max_attempts, 10);
+    let requests = stub.requests();
+    let request = requests.last().expect("the plugin called the billing API");
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/invoices")
+    );
+    assert_eq!(request.header("idempotency-key"), Some(carrier_id.as_str()));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&request.body).unwrap(),
+        serde_json::json!({"order": "o-42", "amount": 990})
+    );
+    host.stop().await;
+}
