@@ -162,14 +162,16 @@ async fn dead_letters_warn_retries_debug_and_plugin_lines_carry_their_entry() {
     assert_eq!(first["fields"]["destination_type"], "SCRIPTED");
     assert_eq!(first["fields"]["error_type"], "bad-request");
     assert_eq!(first["fields"]["error"], "scripted permanent failure");
+    assert_eq!(first["fields"]["attempts"], 1);
     assert_eq!(dead[1]["fields"]["entry_id"], exhausted);
+    assert_eq!(dead[1]["fields"]["attempts"], 2);
     assert_eq!(dead[1]["fields"]["error_type"], "busy");
 
     let retries = with_message(&host, "entry scheduled for another attempt");
     assert_eq!(retries.len(), 1, "{retries:#?}");
     assert_eq!(retries[0]["level"], "DEBUG");
     assert_eq!(retries[0]["fields"]["entry_id"], exhausted);
-    assert_eq!(retries[0]["fields"]["attempt"], 1);
+    assert_eq!(retries[0]["fields"]["attempts"], 1);
     assert_eq!(retries[0]["fields"]["error_type"], "busy");
     assert_eq!(retries[0]["fields"]["error"], "scripted retryable failure");
 

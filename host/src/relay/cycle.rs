@@ -401,8 +401,8 @@ impl LoopState {
     }
 }
 
-/// Counts a recorded outcome and logs a retry (debug) or a dead letter (warn), with the error as it
-/// was stored: sanitized and cut, never the payload or a header value.
+/// Counts a recorded outcome and logs a retry (debug) or a dead letter (warn) with the attempts made
+/// so far and the error as it was stored: sanitized and cut, never the payload or a header value.
 fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
     let destination_type = flight.destination_type.as_str();
     match mark {
@@ -419,7 +419,7 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
             tracing::debug!(
                 entry_id = id,
                 destination_type,
-                attempt = new_attempt,
+                attempts = new_attempt,
                 max_attempts = flight.max_attempts,
                 error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
                 error = %last_error,
@@ -436,7 +436,7 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
             tracing::warn!(
                 entry_id = id,
                 destination_type,
-                attempt = flight.attempt,
+                attempts = flight.attempt.saturating_add(1),
                 max_attempts = flight.max_attempts,
                 error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
                 error = %last_error,
