@@ -136,6 +136,33 @@ async fn the_sdk_walkthrough_goes_from_an_empty_folder_to_a_delivered_row() {
         assert!(tried.contains(expected), "{expected}\n{tried}");
     }
 
+    // A payload of the wrong shape is refused naming the field, never quoting the value.
+    std::fs::write(
+        project.join("wrong.json"),
+        r#"{"payload": {"order_id": "o-1", "total_cents": "secret-value"}}"#,
+    )
+    .unwrap();
+    let wrong = Command::new(BINARY)
+        .args([
+            "plugin",
+            "test",
+            "billing.wasm",
+            "--manifest",
+            "billing.toml",
+        ])
+        .args(["--envelope", "wrong.json", "--http-response", "201"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    let wrong = String::from_utf8_lossy(&wrong.stdout);
+    assert!(
+        wrong.contains(
+            "call 1: permanent [payload]: the payload does not have the expected shape at `total_cents`"
+        ),
+        "{wrong}"
+    );
+    assert!(!wrong.contains("secret-value"), "{wrong}");
+
     let db = TestDb::new().await;
     let plugins = ScratchDir::new("walkthrough-plugins");
     let host = TestHost::start(&host::config(&db, plugins.path())).await;
