@@ -57,7 +57,7 @@ fn scripted(payload: Value) -> outbox_host::api::OutboxEntry {
 #[tokio::test]
 async fn start_up_is_summed_up_in_one_line() {
     let setup = setup("log-summary").await;
-    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None);
+    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
     let summary = with_message(&host, "outbox-host started");
     assert_eq!(summary.len(), 1, "{:#?}", host.lines());
     let fields = &summary[0]["fields"];
@@ -66,7 +66,7 @@ async fn start_up_is_summed_up_in_one_line() {
     assert_eq!(fields["strategy"], "LISTEN_NOTIFY");
     assert_eq!(fields["schema"], setup.db.schema.to_string());
     assert_eq!(fields["plugins"], "scripted.wasm loaded");
-    assert_eq!(host.stop(), Some(0));
+    assert_eq!(host.stop().await, Some(0));
 }
 
 #[tokio::test]
@@ -74,7 +74,7 @@ async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at
     let mut setup = setup("log-noise").await;
     setup.config.database.migrate = true;
     setup.config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
-    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None);
+    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
     let runs = "outbox_maintenance_runs_total{job=\"stale_lease_recovery\",result=\"ok\"}";
     wait_until(
         "lease recovery has run twice",
@@ -99,14 +99,14 @@ async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at
             lines.join("\n")
         );
     }
-    assert_eq!(host.stop(), Some(0));
+    assert_eq!(host.stop().await, Some(0));
 }
 
 #[tokio::test]
 async fn a_log_written_to_a_file_or_pipe_has_no_colours() {
     let mut setup = setup("log-colours").await;
     setup.config.log.format = LogFormat::Human;
-    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None);
+    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
     let lines = host.lines();
     assert!(
         lines
@@ -118,7 +118,7 @@ async fn a_log_written_to_a_file_or_pipe_has_no_colours() {
         !lines.iter().any(|line| line.contains('\u{1b}')),
         "{lines:#?}"
     );
-    assert_eq!(host.stop(), Some(0));
+    assert_eq!(host.stop().await, Some(0));
 }
 
 #[tokio::test]
@@ -148,11 +148,13 @@ async fn dead_letters_warn_retries_debug_and_plugin_lines_carry_their_entry() {
         &setup.config,
         &setup.config_file,
         Some("info,outbox_host::relay=debug"),
-    );
+    )
+    .await;
     host.wait_for_line("the second dead letter", |line| {
         line.matches("entry dead-lettered").count() == 1
             && line.contains(&format!("\"entry_id\":{exhausted}"))
-    });
+    })
+    .await;
 
     let dead = with_message(&host, "entry dead-lettered");
     assert_eq!(dead.len(), 2, "{dead:#?}");
@@ -213,7 +215,7 @@ async fn dead_letters_warn_retries_debug_and_plugin_lines_carry_their_entry() {
             lines.join("\n")
         );
     }
-    assert_eq!(host.stop(), Some(0));
+    assert_eq!(host.stop().await, Some(0));
 }
 
 #[tokio::test]
@@ -228,8 +230,10 @@ async fn pending_rows_no_loaded_plugin_claims_are_warned_about_by_type_and_count
          VALUES (gen_random_uuid(), 'e', 'd', 'bad type!', '{}')",
     )
     .await;
-    let mut host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None);
-    let line = host.wait_for_line("the unclaimed type", |line| line.contains("NOBODY"));
+    let mut host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
+    let line = host
+        .wait_for_line("the unclaimed type", |line| line.contains("NOBODY"))
+        .await;
     let line: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(line["level"], "WARN");
     assert_eq!(
@@ -250,5 +254,5 @@ async fn pending_rows_no_loaded_plugin_claims_are_warned_about_by_type_and_count
             .any(|line| line.contains("SCRIPTED") && line.contains("no loaded plugin")),
         "{lines:#?}"
     );
-    assert_eq!(host.stop(), Some(0));
+    assert_eq!(host.stop().await, Some(0));
 }

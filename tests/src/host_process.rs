@@ -23,7 +23,7 @@ impl HostProcess {
     /// Writes `config` to `config_file` and starts `binary` (a test's
     /// `env!("CARGO_BIN_EXE_outbox-host-under-test")`: only tests see it) on it, with `RUST_LOG`
     /// set to `log` (the configuration's `log.level` when `None`); waits for the start-up summary.
-    pub fn start(
+    pub async fn start(
         binary: &str,
         config: &Config,
         config_file: &Path,
@@ -57,9 +57,11 @@ impl HostProcess {
             lines,
             admin: None,
         };
-        let summary = host.wait_for_line("the start-up summary", |line| {
-            line.contains("outbox-host started")
-        });
+        let summary = host
+            .wait_for_line("the start-up summary", |line| {
+                line.contains("outbox-host started")
+            })
+            .await;
         if config.log.format == LogFormat::Json {
             let summary: serde_json::Value =
                 serde_json::from_str(&summary).expect("a JSON log line");
@@ -81,7 +83,7 @@ impl HostProcess {
 
     /// Waits until a line satisfies `check` and returns it; panics naming `what` after
     /// [`LOG_TIMEOUT`], with everything logged so far, or when the host exits first.
-    pub fn wait_for_line(&mut self, what: &str, check: impl Fn(&str) -> bool) -> String {
+    pub async fn wait_for_line(&mut self, what: &str, check: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + LOG_TIMEOUT;
         loop {
             if let Some(line) = self.lines().into_iter().find(|line| check(line)) {
@@ -93,7 +95,7 @@ impl HostProcess {
                 "no line shows {what} (host exited: {exited:?}); the log:\n{}",
                 self.lines().join("\n")
             );
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -106,7 +108,7 @@ impl HostProcess {
     }
 
     /// SIGTERM, then waits for the exit; the exit code.
-    pub fn stop(mut self) -> Option<i32> {
+    pub async fn stop(mut self) -> Option<i32> {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -118,7 +120,7 @@ impl HostProcess {
                 return status.code();
             }
             assert!(Instant::now() < deadline, "the host did not exit");
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }

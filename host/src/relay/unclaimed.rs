@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// How often the check runs; the first runs as the relay starts.
-pub(super) const CHECK_INTERVAL: Duration = Duration::from_secs(60);
+const CHECK_INTERVAL: Duration = Duration::from_secs(60);
 
 /// PENDING rows by destination type, of the types no loaded handler serves.
 #[derive(Debug, Default, PartialEq, Eq)]
