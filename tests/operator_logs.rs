@@ -256,3 +256,27 @@ async fn pending_rows_no_loaded_plugin_claims_are_warned_about_by_type_and_count
     );
     assert_eq!(host.stop().await, Some(0));
 }
+
+#[tokio::test]
+async fn a_log_written_to_a_terminal_is_coloured() {
+    let setup = setup("log-terminal").await;
+    let mut config = Config::default();
+    config.database.url = Some(db::url());
+    config.database.schema = Some(setup.db.schema.to_string());
+    std::fs::write(&setup.config_file, toml::to_string(&config).unwrap()).unwrap();
+    // `script` runs the command on a pseudo-terminal and copies what it writes to stdout.
+    let command = format!("{BINARY} migrate --config {}", setup.config_file.display());
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("script runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("migrations applied"), "{text}");
+    assert!(
+        text.contains("\u{1b}["),
+        "no colours on a terminal:\n{text}"
+    );
+}
