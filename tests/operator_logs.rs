@@ -1,7 +1,7 @@
 //! What the real binary writes to its log, read from its stderr as an operator's log collector
 //! would: a start-up summary, a line per dead letter and per retry, a periodic warning about rows
-//! no plugin claims, plugin lines tagged with their entry, no routine noise at INFO, no colours in a
-//! file, and never a payload or a header value.
+//! no plugin claims, plugin lines tagged with their entry, no routine noise at INFO, colours only on
+//! a terminal, and never a payload or a header value.
 
 use outbox_host::admin::client;
 use outbox_host::config::{Config, LogFormat};
