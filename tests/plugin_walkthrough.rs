@@ -13,6 +13,16 @@ use std::process::Command;
 use std::time::Duration;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_outbox-host-under-test");
+/// Settings of the build running this test that would redirect or reshape the walk-through's own.
+const OUTER_BUILD_VARS: [&str; 7] = [
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+    "CARGO_BUILD_TARGET_DIR",
+    "CARGO_BUILD_RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "RUSTFLAGS",
+    "RUSTC_WORKSPACE_WRAPPER",
+];
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -72,13 +82,16 @@ fn run_commands(block: &str, dir: &Path) -> String {
             Some(args) => format!("{BINARY} {args}"),
             None => command.to_owned(),
         };
-        let result = Command::new("sh")
-            .args(["-c", &command])
+        let mut sh = Command::new("sh");
+        sh.args(["-c", &command])
             .current_dir(dir)
             // The test machine may have no network: dependencies come from Cargo's local cache.
-            .env("CARGO_NET_OFFLINE", "true")
-            .output()
-            .expect("sh runs");
+            .env("CARGO_NET_OFFLINE", "true");
+        // A new user's shell has none of the settings of the build running this test.
+        for outer in OUTER_BUILD_VARS {
+            sh.env_remove(outer);
+        }
+        let result = sh.output().expect("sh runs");
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&result.stdout),
