@@ -1,7 +1,9 @@
-//! A new plugin author's first hour, from an empty folder: the files and commands of
-//! `sdk/rust/README.md` (taken from the markdown, so the documentation cannot drift from what works),
-//! built, tried offline with `outbox-host plugin test`, deployed into a running host, and fed a row
-//! inserted with the main README's SQL, until that row is delivered.
+//! The plugin walk-throughs, followed as their readers would, with the files and commands taken from
+//! the markdown (so the documentation cannot drift from what works): the README's (build the example
+//! plugins, try and inspect them) in the repository, and a new plugin author's first hour from an
+//! empty folder with `sdk/rust/README.md`: written, built, tried offline with `outbox-host plugin
+//! test`, deployed into a running host, and fed a row inserted with the README's SQL until that row
+//! is delivered.
 
 use outbox_host::plugins::PluginSet;
 use outbox_tests::db::TestDb;
@@ -69,38 +71,81 @@ fn replaced(text: &str, from: &str, to: &str) -> String {
     text.replace(from, to)
 }
 
-/// Runs each command of a `sh` block (continuation lines joined) in `dir`, with `outbox-host` being
-/// the binary under test; panics on a failing command.
+/// Runs one shell command in `dir`, with `outbox-host` at its start being the binary under test: its
+/// exit code and everything it printed.
+fn run_command(command: &str, dir: &Path) -> (Option<i32>, String) {
+    let command = match command.strip_prefix("outbox-host ") {
+        Some(args) => format!("{BINARY} {args}"),
+        None => command.to_owned(),
+    };
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &command])
+        .current_dir(dir)
+        // The test machine may have no network: dependencies come from Cargo's local cache.
+        .env("CARGO_NET_OFFLINE", "true");
+    // A new user's shell has none of the settings of the build running this test.
+    for outer in OUTER_BUILD_VARS {
+        sh.env_remove(outer);
+    }
+    let result = sh.output().expect("sh runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    (result.status.code(), text)
+}
+
+/// The commands of a `sh` block, continuation lines joined, comments and blank lines left out.
+fn commands(block: &str) -> Vec<String> {
+    block
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs every command of a `sh` block in `dir`; panics on a failing one. Everything they printed.
 fn run_commands(block: &str, dir: &Path) -> String {
     let mut output = String::new();
-    for command in block.replace("\\\n", " ").lines() {
-        let command = command.trim();
-        if command.is_empty() || command.starts_with('#') {
-            continue;
-        }
-        let command = match command.strip_prefix("outbox-host ") {
-            Some(args) => format!("{BINARY} {args}"),
-            None => command.to_owned(),
-        };
-        let mut sh = Command::new("sh");
-        sh.args(["-c", &command])
-            .current_dir(dir)
-            // The test machine may have no network: dependencies come from Cargo's local cache.
-            .env("CARGO_NET_OFFLINE", "true");
-        // A new user's shell has none of the settings of the build running this test.
-        for outer in OUTER_BUILD_VARS {
-            sh.env_remove(outer);
-        }
-        let result = sh.output().expect("sh runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&result.stdout),
-            String::from_utf8_lossy(&result.stderr)
-        );
-        assert!(result.status.success(), "`{command}` failed:\n{text}");
+    for command in commands(block) {
+        let (code, text) = run_command(&command, dir);
+        assert_eq!(code, Some(0), "`{command}` failed:\n{text}");
         output.push_str(&text);
     }
     output
+}
+
+#[tokio::test]
+async fn the_readme_walkthrough_builds_tries_and_inspects_the_example_plugins() {
+    let readme = read("README.md");
+    let blocks = blocks_after(&readme, "## Writing a plugin");
+    let printed = run_commands(&blocks[0], &repository());
+    for expected in [
+        "built plugins/webhook.wasm",
+        "call 1: success",
+        "destination type: WEBHOOK",
+    ] {
+        assert!(printed.contains(expected), "{expected}\n{printed}");
+    }
+
+    let files = ScratchDir::new("readme-walkthrough");
+    let envelope = files.write("hook.json", blocks[1].as_bytes());
+    let manifest = files.write("hook.toml", blocks[2].as_bytes());
+    let tried = commands(&blocks[3]);
+    assert_eq!(tried.len(), 1, "{tried:?}");
+    let command = replaced(&tried[0], "hook.toml", &manifest.display().to_string());
+    let command = replaced(&command, "hook.json", &envelope.display().to_string());
+    let (code, printed) = run_command(&command, &repository());
+    assert_eq!(code, Some(1), "{printed}");
+    for expected in [
+        "call 1: retryable [http-status]",
+        "POST https://hooks.example.com/orders",
+    ] {
+        assert!(printed.contains(expected), "{expected}\n{printed}");
+    }
 }
 
 #[tokio::test]
