@@ -103,7 +103,7 @@ async fn the_mock_answers_allowed_requests_and_records_them() {
 }
 
 #[tokio::test]
-async fn the_mock_enforces_the_manifest_and_records_no_denied_request() {
+async fn the_mock_enforces_the_manifest_and_lists_the_denied_request_apart() {
     let options = MockOptions {
         manifest: None,
         http_response: Some(MockHttpResponse {
@@ -122,6 +122,14 @@ async fn the_mock_enforces_the_manifest_and_records_no_denied_request() {
         ("permanent", Some("denied"))
     );
     assert!(report.requests.is_empty());
+    assert_eq!(report.denied.len(), 1, "{:?}", report.denied);
+    assert_eq!(
+        (
+            report.denied[0].method.as_str(),
+            report.denied[0].url.as_str()
+        ),
+        ("POST", "https://hooks.example.com/orders")
+    );
     assert!(
         report
             .logs
@@ -214,6 +222,62 @@ async fn plugin_test_with_http_response_prints_the_recorded_request() {
         "{}",
         run.out
     );
+}
+
+#[tokio::test]
+async fn plugin_test_names_the_manifest_shows_the_envelope_and_lists_denied_requests() {
+    let dir = ScratchDir::new("cli-show");
+    let manifest = dir.write(
+        "webhook.toml",
+        b"[http]\nallowed_hosts = [\"https://hooks.example.com\"]\n",
+    );
+    let envelope = dir.write(
+        "envelope.json",
+        br#"{"destination": "https://other.example.org/x", "payload": {"order": 42}}"#,
+    );
+    let run = outbox_host(&[
+        "plugin",
+        "test",
+        WEBHOOK,
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--envelope",
+        envelope.to_str().unwrap(),
+        "--show-envelope",
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    for expected in [
+        format!("manifest:         {}", manifest.display()),
+        "envelope (an --envelope file may override any field):".to_owned(),
+        "    \"destination\": \"https://other.example.org/x\",".to_owned(),
+        "    \"entry_id\": 1,".to_owned(),
+        "    \"max_attempts\": 5,".to_owned(),
+        "      \"order\": 42".to_owned(),
+        "call 1: permanent [denied]".to_owned(),
+        "requests denied (never sent):".to_owned(),
+        "  POST https://other.example.org/x (no entry of http.allowed_hosts matches)".to_owned(),
+    ] {
+        assert!(
+            run.out.lines().any(|line| line.starts_with(&expected)),
+            "{expected}\n{}",
+            run.out
+        );
+    }
+}
+
+#[tokio::test]
+async fn plugin_test_says_when_no_manifest_grants_anything() {
+    let run = outbox_host(&["plugin", "test", NOOP]).await;
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    assert!(
+        run.out
+            .lines()
+            .any(|line| line == "manifest:         none (nothing granted)"),
+        "{}",
+        run.out
+    );
+    assert!(!run.out.contains("envelope ("), "{}", run.out);
 }
 
 #[tokio::test]

@@ -218,7 +218,7 @@ async fn a_log_flood_is_cut_to_the_plugin_budget_counted_and_summarised() {
     let metrics = metrics_text(&host).await;
     let dropped = metric_value(
         &metrics,
-        "outbox_plugin_log_lines_dropped_total{plugin=\"flooder\"}",
+        "outbox_plugin_log_lines_dropped_total{destination_type=\"HOSTILE\",plugin=\"flooder\"}",
     );
     assert!(
         dropped + flood_lines as f64 >= 20_000.0,

@@ -68,7 +68,7 @@ async fn metrics_count_outcomes_by_destination_type_in_prometheus_text() {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
     assert!(
-        text.contains("outbox_plugin_calls_total{plugin=\"noop\"}"),
+        text.contains("outbox_plugin_calls_total{destination_type=\"NOOP\",plugin=\"noop\"}"),
         "{text}"
     );
     host.stop().await;

@@ -116,6 +116,16 @@ pub enum Strategy {
     ListenNotify,
 }
 
+impl Strategy {
+    /// As the configuration spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Polling => "POLLING",
+            Strategy::ListenNotify => "LISTEN_NOTIFY",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RelayConfig {

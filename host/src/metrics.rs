@@ -1,21 +1,40 @@
 //! The service's Prometheus metrics: one registry, filled by the relay, the maintenance jobs and the
 //! plugin runtime, read by the admin endpoint.
+//!
+//! Dashboard-ready by construction: every per-type series exists at zero for each loaded destination
+//! type before its first event, per-type metrics are labelled `destination_type` and per-plugin ones
+//! `plugin` and `destination_type` (empty for an observer), and no label value is taken from a row
+//! or a plugin unchecked: a destination type that is not well-formed is labelled `invalid`, and a
+//! plugin's error types are bounded in number.
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use tokio::sync::watch;
 
-use crate::destination_type;
 use crate::log_output;
 
-/// The `destination_type` label of rows whose destination type is not a valid id.
-pub const INVALID_TYPE_LABEL: &str = "(invalid)";
 use crate::plugins::PluginSet;
+use crate::repository::{ClaimScopeFailure, INVALID_ROW};
+
+/// The one reason a relay turn fails: the database.
+const CYCLE_FAILURE_DATABASE: &str = "database";
+/// The row states the row gauges report.
+const ROW_STATES: [&str; 3] = ["PENDING", "PROCESSING", "DEAD_LETTER"];
+/// The label of a destination type that is not well-formed (it came from a row).
+pub const INVALID_TYPE_LABEL: &str = "invalid";
+/// The `error_type` label of a failure that named none.
+pub const NO_ERROR_TYPE_LABEL: &str = "none";
+/// The `error_type` label of error types past [`MAX_ERROR_TYPES`] for one destination type.
+pub const OTHER_ERROR_TYPE_LABEL: &str = "other";
+/// Distinct error types kept as labels per destination type: a plugin names its error types, so a
+/// hostile one could otherwise make a series per failure.
+pub const MAX_ERROR_TYPES: usize = 20;
 
 /// What the relay recorded, over every destination type.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,6 +62,11 @@ struct Inner {
     publish_duration: HistogramVec,
     in_flight: IntGauge,
     rows: IntGaugeVec,
+    oldest_pending_age: GaugeVec,
+    /// The error types labelled so far, per destination type.
+    error_types: Mutex<HashMap<String, HashSet<String>>>,
+    /// The plugin set in use, once the service watches one: its types get their series at zero.
+    plugins: OnceLock<watch::Receiver<Arc<PluginSet>>>,
     listening: IntGauge,
     cycle_failures: IntCounterVec,
     claim_scope_failures: IntCounterVec,
@@ -89,6 +113,39 @@ impl Metrics {
         );
         // Process-wide, as the log output is: every service's registry shows the same count.
         register(&registry, Ok(log_output::dropped_lines()));
+        let oldest_pending_age = register(
+            &registry,
+            GaugeVec::new(
+                Opts::new(
+                    "outbox_oldest_pending_age_seconds",
+                    "Seconds since the oldest due PENDING row of each destination type became due \
+                     (0 when none waits), sampled when scraped",
+                ),
+                by_type,
+            ),
+        );
+        let build_info = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new("outbox_build_info", "Always 1; the running host's version"),
+                &["version"],
+            ),
+        );
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        let cycle_failures = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "outbox_cycle_failures_total",
+                    "Relay cycles that failed, by reason",
+                ),
+                &["reason"],
+            ),
+        );
+        cycle_failures.with_label_values(&[CYCLE_FAILURE_DATABASE]);
+        let by_type_and_error = &["destination_type", "error_type"];
         let inner = Inner {
             claimed: register(
                 &registry,
@@ -104,15 +161,21 @@ impl Metrics {
             retried: register(
                 &registry,
                 IntCounterVec::new(
-                    Opts::new("outbox_retried_total", "Rows scheduled for another attempt"),
-                    by_type,
+                    Opts::new(
+                        "outbox_retried_total",
+                        "Rows scheduled for another attempt, by the failure's error type",
+                    ),
+                    by_type_and_error,
                 ),
             ),
             dead_lettered: register(
                 &registry,
                 IntCounterVec::new(
-                    Opts::new("outbox_dead_lettered_total", "Rows dead-lettered"),
-                    by_type,
+                    Opts::new(
+                        "outbox_dead_lettered_total",
+                        "Rows dead-lettered, by the failure's error type",
+                    ),
+                    by_type_and_error,
                 ),
             ),
             deferred: register(
@@ -131,6 +194,9 @@ impl Metrics {
                 IntGauge::new("outbox_in_flight", "Publishes in flight"),
             ),
             rows,
+            oldest_pending_age,
+            error_types: Mutex::new(HashMap::new()),
+            plugins: OnceLock::new(),
             listening: register(
                 &registry,
                 IntGauge::new(
@@ -138,16 +204,7 @@ impl Metrics {
                     "1 while LISTEN is connected, 0 while polling only",
                 ),
             ),
-            cycle_failures: register(
-                &registry,
-                IntCounterVec::new(
-                    Opts::new(
-                        "outbox_cycle_failures_total",
-                        "Relay cycles that failed, by reason",
-                    ),
-                    &["reason"],
-                ),
-            ),
+            cycle_failures,
             claim_scope_failures: register(
                 &registry,
                 IntCounterVec::new(
@@ -206,28 +263,34 @@ impl Metrics {
     pub fn claimed(&self, destination_type: &str) {
         self.inner
             .claimed
-            .with_label_values(&[destination_type])
+            .with_label_values(&[type_label(destination_type)])
             .inc();
     }
 
     pub fn published(&self, destination_type: &str) {
         self.inner
             .published
-            .with_label_values(&[destination_type])
+            .with_label_values(&[type_label(destination_type)])
             .inc();
     }
 
-    pub fn retried(&self, destination_type: &str) {
+    /// `error_type` as stored with the row (already a short token), or `None`.
+    pub fn retried(&self, destination_type: &str, error_type: Option<&str>) {
+        let destination_type = type_label(destination_type);
+        let error_type = self.error_type_label(destination_type, error_type);
         self.inner
             .retried
-            .with_label_values(&[destination_type])
+            .with_label_values(&[destination_type, &error_type])
             .inc();
     }
 
-    pub fn dead_lettered(&self, destination_type: &str) {
+    /// `error_type` as stored with the row (already a short token), or `None`.
+    pub fn dead_lettered(&self, destination_type: &str, error_type: Option<&str>) {
+        let destination_type = type_label(destination_type);
+        let error_type = self.error_type_label(destination_type, error_type);
         self.inner
             .dead_lettered
-            .with_label_values(&[destination_type])
+            .with_label_values(&[destination_type, &error_type])
             .inc();
     }
 
@@ -235,21 +298,41 @@ impl Metrics {
     pub fn dead_lettered_invalid(&self, rows: u64) {
         self.inner
             .dead_lettered
-            .with_label_values(&[INVALID_TYPE_LABEL])
+            .with_label_values(&[INVALID_TYPE_LABEL, INVALID_ROW])
             .inc_by(rows);
     }
 
     pub fn deferred(&self, destination_type: &str) {
         self.inner
             .deferred
-            .with_label_values(&[destination_type])
+            .with_label_values(&[type_label(destination_type)])
             .inc();
+    }
+
+    /// The first [`MAX_ERROR_TYPES`] error types of a destination type are labels of their own; later
+    /// ones count as `other`.
+    fn error_type_label(&self, destination_type: &str, error_type: Option<&str>) -> String {
+        let Some(error_type) = error_type else {
+            return NO_ERROR_TYPE_LABEL.to_owned();
+        };
+        let mut known = self
+            .inner
+            .error_types
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let seen = known.entry(destination_type.to_owned()).or_default();
+        if seen.contains(error_type) || seen.len() < MAX_ERROR_TYPES {
+            seen.insert(error_type.to_owned());
+            error_type.to_owned()
+        } else {
+            OTHER_ERROR_TYPE_LABEL.to_owned()
+        }
     }
 
     pub fn publish_duration(&self, destination_type: &str, seconds: f64) {
         self.inner
             .publish_duration
-            .with_label_values(&[destination_type])
+            .with_label_values(&[type_label(destination_type)])
             .observe(seconds);
     }
 
@@ -261,15 +344,28 @@ impl Metrics {
         self.inner.listening.set(i64::from(connected));
     }
 
-    pub fn cycle_failed(&self, reason: &str) {
-        self.inner.cycle_failures.with_label_values(&[reason]).inc();
+    /// A relay turn failed because the database did not answer.
+    pub fn cycle_failed(&self) {
+        self.inner
+            .cycle_failures
+            .with_label_values(&[CYCLE_FAILURE_DATABASE])
+            .inc();
     }
 
     pub fn claim_scope_failed(&self, destination_type: &str, reason: &str) {
         self.inner
             .claim_scope_failures
-            .with_label_values(&[destination_type, reason])
+            .with_label_values(&[type_label(destination_type), reason])
             .inc();
+    }
+
+    /// Creates a job's run counters at zero.
+    pub fn maintenance_job(&self, job: &str) {
+        for result in ["ok", "failed"] {
+            self.inner
+                .maintenance_runs
+                .with_label_values(&[job, result]);
+        }
     }
 
     pub fn maintenance_run(&self, job: &str, ok: bool) {
@@ -313,35 +409,80 @@ impl Metrics {
         }
     }
 
-    /// Replaces the sampled row counts. Rows written with plain SQL may hold any destination type:
-    /// an invalid one is counted under one label, never as a label of its own.
+    /// Replaces the sampled row counts: (state, destination type, rows).
     pub fn set_rows(&self, counts: &[(String, String, i64)]) {
         self.inner.rows.reset();
         for (state, destination_type, count) in counts {
-            let label = match destination_type::validate(destination_type) {
-                Ok(()) => destination_type.as_str(),
-                Err(_) => INVALID_TYPE_LABEL,
-            };
-            self.inner
-                .rows
-                .with_label_values(&[state, label])
-                .add(*count);
+            if ROW_STATES.contains(&state.as_str()) {
+                self.inner
+                    .rows
+                    .with_label_values(&[state, type_label(destination_type)])
+                    .add(*count);
+            }
         }
     }
 
-    /// Reports per-plugin call counts and plugins by state from whatever set is current when scraped.
+    /// Replaces the sampled ages of the oldest due PENDING row: (destination type, seconds).
+    pub fn set_oldest_pending_age(&self, ages: &[(String, f64)]) {
+        self.inner.oldest_pending_age.reset();
+        for (destination_type, seconds) in ages {
+            let gauge = self
+                .inner
+                .oldest_pending_age
+                .with_label_values(&[type_label(destination_type)]);
+            gauge.set(gauge.get().max(*seconds));
+        }
+    }
+
+    /// Reports per-plugin call counts and plugins by state from whatever set is current when scraped,
+    /// and gives every loaded destination type its series at zero.
     pub fn watch_plugins(&self, plugins: watch::Receiver<Arc<PluginSet>>) {
         let collector = PluginCollector {
-            plugins: RwLock::new(plugins),
+            plugins: RwLock::new(plugins.clone()),
         };
         self.inner
             .registry
             .register(Box::new(collector))
             .expect("registered once");
+        let _ = self.inner.plugins.set(plugins);
+    }
+
+    /// Creates, at zero, every per-type series of each loaded destination type that has none yet,
+    /// so a dashboard shows 0 rather than "No data" before the first event.
+    fn zero_loaded_types(&self) {
+        let Some(plugins) = self.inner.plugins.get() else {
+            return;
+        };
+        let set = plugins.borrow().clone();
+        let inner = &self.inner;
+        for handler in set.handlers() {
+            let destination_type = type_label(handler.destination_type());
+            for counter in [&inner.claimed, &inner.published, &inner.deferred] {
+                counter.with_label_values(&[destination_type]);
+            }
+            for counter in [&inner.retried, &inner.dead_lettered] {
+                counter.with_label_values(&[destination_type, NO_ERROR_TYPE_LABEL]);
+            }
+            for reason in ClaimScopeFailure::ALL {
+                inner
+                    .claim_scope_failures
+                    .with_label_values(&[destination_type, reason.label()]);
+            }
+            inner
+                .publish_duration
+                .with_label_values(&[destination_type]);
+            inner
+                .oldest_pending_age
+                .with_label_values(&[destination_type]);
+            for state in ROW_STATES {
+                inner.rows.with_label_values(&[state, destination_type]);
+            }
+        }
     }
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        self.zero_loaded_types();
         let mut buffer = Vec::new();
         TextEncoder::new()
             .encode(&self.inner.registry.gather(), &mut buffer)
@@ -364,25 +505,45 @@ impl Collector for PluginCollector {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let set = self.plugins.read().expect("not poisoned").borrow().clone();
+        let by_plugin = &["plugin", "destination_type"];
         let calls = IntCounterVec::new(
-            Opts::new("outbox_plugin_calls_total", "Calls into each plugin"),
-            &["plugin"],
+            Opts::new(
+                "outbox_plugin_calls_total",
+                "Publish calls into each plugin (on-publish-completed for an observer)",
+            ),
+            by_plugin,
         )
         .expect("valid metric");
         let errors = IntCounterVec::new(
             Opts::new(
                 "outbox_plugin_call_errors_total",
-                "Failed calls into each plugin, by error type",
+                "Failed publish calls into each plugin, by error type",
             ),
-            &["plugin", "error_type"],
+            &["plugin", "destination_type", "error_type"],
         )
         .expect("valid metric");
         let seconds = prometheus::CounterVec::new(
             Opts::new(
                 "outbox_plugin_call_seconds_total",
-                "Time spent in calls into each plugin",
+                "Time spent in publish calls into each plugin",
             ),
-            &["plugin"],
+            by_plugin,
+        )
+        .expect("valid metric");
+        let scope_calls = IntCounterVec::new(
+            Opts::new(
+                "outbox_plugin_claim_scope_calls_total",
+                "Claim-scope calls into each handler (one a relay turn), apart from its publishes",
+            ),
+            by_plugin,
+        )
+        .expect("valid metric");
+        let scope_seconds = prometheus::CounterVec::new(
+            Opts::new(
+                "outbox_plugin_claim_scope_call_seconds_total",
+                "Time spent in claim-scope calls into each handler",
+            ),
+            by_plugin,
         )
         .expect("valid metric");
         let log_dropped = IntCounterVec::new(
@@ -390,7 +551,7 @@ impl Collector for PluginCollector {
                 "outbox_plugin_log_lines_dropped_total",
                 "Log lines of each plugin dropped over its log budget",
             ),
-            &["plugin"],
+            by_plugin,
         )
         .expect("valid metric");
         let states = IntGaugeVec::new(
@@ -404,18 +565,26 @@ impl Collector for PluginCollector {
         for status in set.statuses() {
             states.with_label_values(&[status.state.as_str()]).inc();
         }
-        let handlers = set.handlers().map(|h| (h.name().to_owned(), h.stats()));
-        let observers = set
-            .observers()
-            .iter()
-            .map(|o| (o.name().to_owned(), o.stats()));
-        for (name, stats) in handlers.chain(observers) {
-            calls.with_label_values(&[&name]).inc_by(stats.calls);
+        for handler in set.handlers() {
+            let labels = [handler.name(), handler.destination_type()];
+            let stats = handler.scope_stats();
+            scope_calls.with_label_values(&labels).inc_by(stats.calls);
+            scope_seconds
+                .with_label_values(&labels)
+                .inc_by(stats.total_duration.as_secs_f64());
+        }
+        let handlers = set
+            .handlers()
+            .map(|h| (h.name(), h.destination_type(), h.stats()));
+        let observers = set.observers().iter().map(|o| (o.name(), "", o.stats()));
+        for (name, destination_type, stats) in handlers.chain(observers) {
+            let labels = [name, destination_type];
+            calls.with_label_values(&labels).inc_by(stats.calls);
             log_dropped
-                .with_label_values(&[&name])
+                .with_label_values(&labels)
                 .inc_by(stats.log_lines_dropped);
             seconds
-                .with_label_values(&[&name])
+                .with_label_values(&labels)
                 .inc_by(stats.total_duration.as_secs_f64());
             for (error_type, count) in [
                 ("timeout", stats.timeouts),
@@ -423,17 +592,31 @@ impl Collector for PluginCollector {
                 ("memory", stats.memory),
                 ("instantiate", stats.instantiate),
             ] {
-                errors.with_label_values(&[&name, error_type]).inc_by(count);
+                errors
+                    .with_label_values(&[name, destination_type, error_type])
+                    .inc_by(count);
             }
         }
         [
             calls.collect(),
             errors.collect(),
             seconds.collect(),
+            scope_calls.collect(),
+            scope_seconds.collect(),
             log_dropped.collect(),
             states.collect(),
         ]
         .concat()
+    }
+}
+
+/// A destination type as a label: itself when well-formed (a loaded plugin's type always is),
+/// else [`INVALID_TYPE_LABEL`], so no label value comes from a row unchecked.
+fn type_label(destination_type: &str) -> &str {
+    if crate::destination_type::validate(destination_type).is_ok() {
+        destination_type
+    } else {
+        INVALID_TYPE_LABEL
     }
 }
 
@@ -453,22 +636,88 @@ fn register<M: Collector + Clone + 'static>(
 mod tests {
     use super::*;
 
+    fn lines_of(metrics: &Metrics, name: &str) -> Vec<String> {
+        metrics
+            .render()
+            .lines()
+            .filter(|line| line.starts_with(name))
+            .map(str::to_owned)
+            .collect()
+    }
+
     #[test]
-    fn an_invalid_destination_type_is_never_a_label_of_its_own() {
+    fn build_info_names_the_version() {
+        let expected = format!(
+            "outbox_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(lines_of(&Metrics::new(), "outbox_build_info{"), [expected]);
+    }
+
+    #[test]
+    fn a_destination_type_that_is_not_well_formed_is_labelled_invalid() {
         let metrics = Metrics::new();
         metrics.set_rows(&[
-            ("PENDING".into(), "NOOP".into(), 2),
-            ("PENDING".into(), "bad type!".into(), 3),
-            ("PENDING".into(), "evil\n# forged".into(), 4),
+            ("PENDING".into(), "bad\ntype\"}".into(), 2),
+            ("PENDING".into(), "other bad".into(), 3),
+            ("PENDING".into(), "WEBHOOK".into(), 1),
         ]);
-        let text = metrics.render();
-        assert!(
-            !text.contains("bad type!") && !text.contains("forged"),
-            "{text}"
+        metrics.set_oldest_pending_age(&[("bad\ntype".into(), 7.0), ("a b".into(), 9.0)]);
+        metrics.claimed("x\u{1b}[31m");
+        assert_eq!(
+            lines_of(&metrics, "outbox_rows{"),
+            [
+                "outbox_rows{destination_type=\"WEBHOOK\",state=\"PENDING\"} 1",
+                "outbox_rows{destination_type=\"invalid\",state=\"PENDING\"} 5",
+            ]
         );
-        assert!(
-            text.contains(r#"outbox_rows{destination_type="(invalid)",state="PENDING"} 7"#),
-            "{text}"
+        assert_eq!(
+            lines_of(&metrics, "outbox_oldest_pending_age_seconds{"),
+            ["outbox_oldest_pending_age_seconds{destination_type=\"invalid\"} 9"]
         );
+        assert_eq!(
+            lines_of(&metrics, "outbox_claimed_total{"),
+            ["outbox_claimed_total{destination_type=\"invalid\"} 1"]
+        );
+    }
+
+    #[test]
+    fn retries_and_dead_letters_are_counted_by_error_type() {
+        let metrics = Metrics::new();
+        metrics.retried("WEBHOOK", Some("http-status"));
+        metrics.retried("WEBHOOK", Some("http-status"));
+        metrics.dead_lettered("WEBHOOK", None);
+        assert_eq!(
+            lines_of(&metrics, "outbox_retried_total{"),
+            ["outbox_retried_total{destination_type=\"WEBHOOK\",error_type=\"http-status\"} 2"]
+        );
+        assert_eq!(
+            lines_of(&metrics, "outbox_dead_lettered_total{"),
+            ["outbox_dead_lettered_total{destination_type=\"WEBHOOK\",error_type=\"none\"} 1"]
+        );
+    }
+
+    #[test]
+    fn error_types_past_the_limit_of_one_type_count_as_other() {
+        let metrics = Metrics::new();
+        for n in 0..MAX_ERROR_TYPES + 5 {
+            metrics.retried("WEBHOOK", Some(&format!("kind-{n}")));
+        }
+        metrics.retried("WEBHOOK", Some("kind-0"));
+        metrics.retried("OTHER", Some("kind-99"));
+        let lines = lines_of(&metrics, "outbox_retried_total{");
+        assert_eq!(lines.len(), MAX_ERROR_TYPES + 2, "{lines:#?}");
+        assert!(lines.contains(
+            &"outbox_retried_total{destination_type=\"WEBHOOK\",error_type=\"other\"} 5".to_owned()
+        ));
+        assert!(
+            lines.contains(
+                &"outbox_retried_total{destination_type=\"WEBHOOK\",error_type=\"kind-0\"} 2"
+                    .to_owned()
+            )
+        );
+        assert!(lines.contains(
+            &"outbox_retried_total{destination_type=\"OTHER\",error_type=\"kind-99\"} 1".to_owned()
+        ));
     }
 }

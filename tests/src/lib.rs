@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod db;
 pub mod host;
+pub mod host_process;
 pub mod http_stub;
 pub mod load;
 pub mod log_capture;

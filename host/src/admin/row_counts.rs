@@ -1,5 +1,5 @@
-//! The pending, processing and dead-letter gauges: counted with one query, at most once per interval,
-//! however often `/metrics` is scraped.
+//! The pending, processing and dead-letter gauges and the age of the oldest due row: sampled at most
+//! once per interval, however often `/metrics` is scraped.
 
 use crate::metrics::Metrics;
 use crate::repository::OutboxRepository;
@@ -22,6 +22,12 @@ impl Sampler {
         match repository.count_by_state().await {
             Ok(counts) => metrics.set_rows(&counts),
             Err(error) => tracing::warn!(%error, "sampling row counts for /metrics failed"),
+        }
+        match repository.oldest_pending_age().await {
+            Ok(ages) => metrics.set_oldest_pending_age(&ages),
+            Err(error) => {
+                tracing::warn!(%error, "sampling the oldest pending row for /metrics failed")
+            }
         }
         *last = Some(Instant::now());
     }

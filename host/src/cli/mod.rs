@@ -11,6 +11,8 @@ use crate::config::{Config, LogFormat};
 use crate::database::{self, SchemaName};
 use crate::demo::{self, DemoOptions};
 use crate::log_output;
+use crate::plugins::watcher;
+use crate::service::RunningService;
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -112,12 +114,12 @@ async fn run_command(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             init_logging(&config);
             finish(migrate(&config).await, err)
         }
-        Command::Run { config } => {
-            let Some(config) = load_config(config, err) else {
+        Command::Run { config: file } => {
+            let Some(config) = load_config(file.clone(), err) else {
                 return EXIT_USAGE;
             };
             init_logging(&config);
-            finish(serve(config).await, err)
+            finish(serve(config, file).await, err)
         }
         Command::Config(ConfigCommand::Print { config }) => {
             let Some(config) = load_config(config, err) else {
@@ -205,8 +207,9 @@ async fn run_demo(options: &DemoOptions, out: &mut dyn Write) -> anyhow::Result<
     Ok(())
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, file: Option<PathBuf>) -> anyhow::Result<()> {
     let service = crate::service::start(&config).await?;
+    log_summary(&config, file.as_deref(), &service);
     let shutdown = service.shutdown_token();
     tokio::spawn(async move {
         wait_for_termination().await;
@@ -216,6 +219,23 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     service.wait().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// One line an operator reads to know what started: version, configuration file, strategy, schema,
+/// plugins and where the admin listener is.
+fn log_summary(config: &Config, file: Option<&std::path::Path>, service: &RunningService) {
+    let plugins = watcher::summary(&service.plugins().borrow());
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        config = %file.map_or_else(|| "(none: defaults and environment)".into(), |path| path.display().to_string()),
+        strategy = config.relay.strategy.as_str(),
+        schema = config.database.schema.as_deref().unwrap_or("(default)"),
+        plugins_dir = %config.plugins.dir.display(),
+        plugins = %plugins,
+        admin = %service.admin_addr(),
+        node_id = %config.relay.node_id(),
+        "outbox-host started"
+    );
 }
 
 /// SIGTERM or SIGINT.
@@ -229,14 +249,31 @@ async fn wait_for_termination() {
 }
 
 /// Human or JSON log lines on stderr, through [`log_output`] so that a log pipe that fails or
-/// stalls never touches delivery or shutdown; `RUST_LOG` overrides `log.level`. Only the first
-/// call in a process takes effect.
+/// stalls never touches delivery or shutdown; coloured only when stderr is a terminal (and
+/// `NO_COLOR` is unset); `RUST_LOG` overrides `log.level`. Only the first call in a process takes
+/// effect.
 pub fn init_logging(config: &Config) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter =
+    use tracing_subscriber::filter::LevelFilter;
+    let mut filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    // PostgreSQL's notices (`relation "_sqlx_migrations" already exists, skipping` on every start)
+    // reach sqlx's log at INFO: shown only to a debug log.
+    if filter
+        .max_level_hint()
+        .is_none_or(|level| level < LevelFilter::DEBUG)
+    {
+        filter = filter.add_directive(
+            "sqlx::postgres::notice=warn"
+                .parse()
+                .expect("a valid directive"),
+        );
+    }
+    let colours = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colours)
         .with_writer(log_output::stderr())
         .log_internal_errors(false);
     let _ = match config.log.format {

@@ -11,7 +11,9 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use crate::config::path_is_within;
-use crate::plugins::mock::{EnvelopeOverride, MockHttpResponse, MockOptions, MockRunner};
+use crate::plugins::mock::{
+    EnvelopeOverride, MockHttpResponse, MockOptions, MockRunner, envelope_json,
+};
 use crate::plugins::{EngineConfig, PluginEngine};
 
 pub const EXIT_SUCCESS: u8 = 0;
@@ -54,6 +56,10 @@ pub struct TestArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the envelope the plugin was called with, every default included, in the form
+    /// `--envelope` reads.
+    #[arg(long)]
+    pub show_envelope: bool,
     /// Cache compiled components in this directory (created private to the user; never inside the
     /// plugin's own directory), so a second run does not recompile [default: no cache].
     #[arg(long, value_name = "DIR")]
@@ -104,7 +110,10 @@ async fn test(args: TestArgs, out: &mut dyn Write) -> Result<u8, String> {
     if let Some(envelope_override) = envelope_override {
         envelope = envelope_override.apply(envelope);
     }
-    let report = runner.run(&envelope, args.repeat).await;
+    let mut report = runner.run(&envelope, args.repeat).await;
+    if args.show_envelope {
+        report.envelope = Some(envelope_json(&envelope));
+    }
     print(out, args.json, &report, || report.to_json())?;
     Ok(if report.succeeded() {
         EXIT_SUCCESS

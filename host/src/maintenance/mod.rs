@@ -41,6 +41,11 @@ impl Maintenance {
                 Job::Cleanup(CleanupSettings::from(&config.cleanup)),
             ),
         ];
+        // Every series exists at zero from the start, not from the first run.
+        for (_, job) in &jobs {
+            metrics.maintenance_job(job.name());
+            schedule::record(&metrics, job, &job.nothing_done());
+        }
         Maintenance {
             repository,
             metrics,

@@ -31,7 +31,49 @@ pub enum JobReport {
     },
 }
 
+impl JobReport {
+    /// Rows reclaimed or deleted, by the `table` label of `outbox_maintenance_rows_total`.
+    pub fn rows(&self) -> Vec<(&'static str, u64)> {
+        match *self {
+            JobReport::LeaseRecovery { reclaimed, .. } => vec![("outbox", reclaimed)],
+            JobReport::Cleanup {
+                published,
+                dead_letter,
+                inbox,
+            } => vec![
+                ("outbox_published", published),
+                ("outbox_dead_letter", dead_letter),
+                ("inbox", inbox),
+            ],
+        }
+    }
+
+    /// The run reclaimed, dead-lettered or deleted nothing.
+    pub fn is_empty(&self) -> bool {
+        let invalid = match *self {
+            JobReport::LeaseRecovery { invalid, .. } => invalid,
+            JobReport::Cleanup { .. } => 0,
+        };
+        invalid == 0 && self.rows().iter().all(|(_, rows)| *rows == 0)
+    }
+}
+
 impl Job {
+    /// What a run that did nothing reports: its metric series exist at zero from the start.
+    pub fn nothing_done(&self) -> JobReport {
+        match self {
+            Job::LeaseRecovery { .. } => JobReport::LeaseRecovery {
+                reclaimed: 0,
+                invalid: 0,
+            },
+            Job::Cleanup(_) => JobReport::Cleanup {
+                published: 0,
+                dead_letter: 0,
+                inbox: 0,
+            },
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Job::LeaseRecovery { .. } => "stale_lease_recovery",
@@ -74,8 +116,13 @@ pub(super) async fn run_on_schedule(
         match run_locked(&job, &repository).await {
             Ok(Some(report)) => {
                 metrics.maintenance_run(job.name(), true);
-                record(&metrics, &report);
-                tracing::info!(job = job.name(), ?report, "maintenance run finished");
+                record(&metrics, &job, &report);
+                // A run that found nothing to do is the common case, every 30 s by default.
+                if report.is_empty() {
+                    tracing::debug!(job = job.name(), ?report, "maintenance run finished");
+                } else {
+                    tracing::info!(job = job.name(), ?report, "maintenance run finished");
+                }
             }
             Ok(None) => tracing::debug!(
                 job = job.name(),
@@ -116,20 +163,11 @@ async fn run_locked(
     result.map(Some)
 }
 
-fn record(metrics: &Metrics, report: &JobReport) {
-    match *report {
-        JobReport::LeaseRecovery { reclaimed, invalid } => {
-            metrics.maintenance_rows("stale_lease_recovery", "outbox", reclaimed);
-            metrics.dead_lettered_invalid(invalid);
-        }
-        JobReport::Cleanup {
-            published,
-            dead_letter,
-            inbox,
-        } => {
-            metrics.maintenance_rows("cleanup", "outbox_published", published);
-            metrics.maintenance_rows("cleanup", "outbox_dead_letter", dead_letter);
-            metrics.maintenance_rows("cleanup", "inbox", inbox);
-        }
+pub(super) fn record(metrics: &Metrics, job: &Job, report: &JobReport) {
+    for (table, rows) in report.rows() {
+        metrics.maintenance_rows(job.name(), table, rows);
+    }
+    if let JobReport::LeaseRecovery { invalid, .. } = *report {
+        metrics.dead_lettered_invalid(invalid);
     }
 }

@@ -54,8 +54,14 @@ impl HandlerPlugin {
         self.pool.limits()
     }
 
+    /// Publish calls.
     pub fn stats(&self) -> CallStatsSnapshot {
         self.pool.stats()
+    }
+
+    /// `claim-scope` calls (one a relay turn) and the `destination-type` call at load.
+    pub fn scope_stats(&self) -> CallStatsSnapshot {
+        self.pool.control_stats()
     }
 
     /// Which rows this handler may claim; asked once per claim cycle.

@@ -98,7 +98,9 @@ pub(crate) struct InstancePool<P: WorldPre> {
     calls: Semaphore,
     /// Control calls at once: `destination-type` and `claim-scope`.
     control: Semaphore,
-    stats: CallStats,
+    /// Counted apart, so a plugin's publishes are not mixed with the claim-scope call of every turn.
+    work_stats: CallStats,
+    control_stats: CallStats,
 }
 
 /// What a lease is for; each kind has its own permits and its own bound on the data a plugin may
@@ -135,14 +137,28 @@ impl<P: WorldPre> InstancePool<P> {
             idle: Mutex::new(Vec::new()),
             calls: Semaphore::new(max_concurrency),
             control: Semaphore::new(1),
-            stats: CallStats::default(),
+            work_stats: CallStats::default(),
+            control_stats: CallStats::default(),
         }
     }
 
+    /// `publish` and `on-publish-completed` calls, and the plugin's dropped log lines.
     pub(crate) fn stats(&self) -> CallStatsSnapshot {
         CallStatsSnapshot {
             log_lines_dropped: self.sandbox.log_lines_dropped(),
-            ..self.stats.snapshot()
+            ..self.work_stats.snapshot()
+        }
+    }
+
+    /// `destination-type` and `claim-scope` calls.
+    pub(crate) fn control_stats(&self) -> CallStatsSnapshot {
+        self.control_stats.snapshot()
+    }
+
+    fn stats_of(&self, kind: CallKind) -> &CallStats {
+        match kind {
+            CallKind::Work => &self.work_stats,
+            CallKind::Control => &self.control_stats,
         }
     }
 
@@ -193,7 +209,7 @@ impl<P: WorldPre> InstancePool<P> {
         let kept = match idle {
             Some(kept) => kept,
             None => self.instantiate().await.inspect_err(|error| {
-                self.stats.record(Some(error), started.elapsed());
+                self.stats_of(kind).record(Some(error), started.elapsed());
             })?,
         };
         Ok(Lease {
@@ -263,9 +279,9 @@ impl<P: WorldPre> Lease<'_, P> {
         let Lease {
             pool,
             mut kept,
+            kind,
             started,
             _permit,
-            ..
         } = self;
         let outcome = match result {
             Ok(Ok(value)) => Ok(value),
@@ -277,7 +293,8 @@ impl<P: WorldPre> Lease<'_, P> {
                 })),
             Err(_elapsed) => Err(pool.sandbox.timeout()),
         };
-        pool.stats.record(outcome.as_ref().err(), started.elapsed());
+        pool.stats_of(kind)
+            .record(outcome.as_ref().err(), started.elapsed());
         if outcome.is_ok() {
             kept.calls += 1;
             pool.give_back(kept);

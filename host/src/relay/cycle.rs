@@ -4,16 +4,16 @@
 //! fails keeps its outcomes, and the next turn records them apart from the claim (`record.rs`), so a
 //! finished publish is recorded once the database accepts it, never dropped and never counted twice.
 
-use super::Relay;
 use super::claim_scopes::ClaimScopes;
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
 use super::progress::Heartbeat;
 use super::record::{Unrecorded, marks_of, record_apart};
-use crate::metrics::Metrics;
-use crate::plugins::{EntryDisposition, Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Claims, INVALID_ROW, OutboxRecord, RelayCapabilities};
+use super::{Relay, entry_span};
+use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
+use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
+use crate::repository::{Claims, INVALID_ROW, Mark, OutboxRecord, RelayCapabilities};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// A row handed to a plugin and not yet recorded.
 struct Flight {
@@ -242,7 +243,7 @@ impl LoopState {
             }
             Err(error) => {
                 tracing::warn!(%error, claimed_by = %self.claimed_by, unrecorded = marks.len(), "relay turn failed; its outcomes are kept and recorded on their own next turn");
-                self.relay.metrics.cycle_failed("database");
+                self.relay.metrics.cycle_failed();
                 Err(())
             }
         };
@@ -259,7 +260,7 @@ impl LoopState {
         self.settle(apart.settled).await;
         self.unrecorded = apart.kept;
         if apart.unreachable {
-            self.relay.metrics.cycle_failed("database");
+            self.relay.metrics.cycle_failed();
             return Err(());
         }
         Ok(())
@@ -346,13 +347,7 @@ impl LoopState {
             } = outcome;
             let flight = landed.flight;
             if recorded {
-                let count = match decision.disposition {
-                    EntryDisposition::Published => Metrics::published,
-                    EntryDisposition::RetryScheduled => Metrics::retried,
-                    EntryDisposition::DeadLettered => Metrics::dead_lettered,
-                    EntryDisposition::Deferred => Metrics::deferred,
-                };
-                count(metrics, &flight.destination_type);
+                record_outcome(metrics, &flight, &decision.mark);
             }
             if !matches!(
                 landed.attempted,
@@ -422,6 +417,51 @@ impl LoopState {
     }
 }
 
+/// Counts a recorded outcome and logs a retry (debug) or a dead letter (warn) with the attempts made
+/// so far and the error as it was stored: sanitized and cut, never the payload or a header value.
+fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
+    let destination_type = flight.destination_type.as_str();
+    match mark {
+        Mark::Published { .. } => metrics.published(destination_type),
+        Mark::Unresolvable { .. } => metrics.deferred(destination_type),
+        Mark::Retry {
+            id,
+            new_attempt,
+            available_at,
+            last_error,
+            error_type,
+        } => {
+            metrics.retried(destination_type, error_type.as_deref());
+            tracing::debug!(
+                entry_id = id,
+                destination_type,
+                attempts = new_attempt,
+                max_attempts = flight.max_attempts,
+                error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
+                error = %last_error,
+                next_attempt_at = %available_at.to_rfc3339(),
+                "entry scheduled for another attempt"
+            );
+        }
+        Mark::DeadLetter {
+            id,
+            last_error,
+            error_type,
+        } => {
+            metrics.dead_lettered(destination_type, error_type.as_deref());
+            tracing::warn!(
+                entry_id = id,
+                destination_type,
+                attempts = flight.attempt.saturating_add(1),
+                max_attempts = flight.max_attempts,
+                error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
+                error = %last_error,
+                "entry dead-lettered"
+            );
+        }
+    }
+}
+
 /// One publish, timed from the call to its result. No handler means the type lost its plugin after
 /// the claim: the row is deferred.
 async fn publish(
@@ -432,6 +472,9 @@ async fn publish(
         return (Attempted::NoHandler, Duration::ZERO);
     };
     let started = Instant::now();
-    let attempted = Attempted::from_call(handler.publish(&envelope).await);
+    let call = handler
+        .publish(&envelope)
+        .instrument(entry_span(envelope.entry_id, envelope.attempt));
+    let attempted = Attempted::from_call(call.await);
     (attempted, started.elapsed())
 }

@@ -11,6 +11,7 @@
 //! - `observers.rs`: publish observers, notified once per attempt after the mark settles;
 //! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net;
 //! - `progress.rs`: when each loop last completed a turn, for readiness.
+//! - `unclaimed.rs`: a periodic warning about rows of types no loaded plugin claims.
 
 mod backoff;
 mod claim_scopes;
@@ -20,6 +21,7 @@ mod observers;
 mod outcome;
 mod progress;
 mod record;
+mod unclaimed;
 mod wakeup;
 
 pub use backoff::Backoff;
@@ -94,6 +96,11 @@ impl Relay {
                 shutdown.clone(),
             ))
         });
+        let unclaimed = tokio::spawn(unclaimed::warn_periodically(
+            self.repository.clone(),
+            self.plugins.clone(),
+            shutdown.clone(),
+        ));
         let loops: Vec<_> = (0..self.settings.instances)
             .map(|index| {
                 let claimed_by = format!("{}-{index}", self.settings.node_id);
@@ -116,5 +123,13 @@ impl Relay {
         if let Some(listener) = listener {
             let _ = listener.await;
         }
+        let _ = unclaimed.await;
     }
+}
+
+/// The span of one call about one entry: every line the plugin logs during the call (its log,
+/// stdout, stderr, a denied request) carries the entry id and attempt. At ERROR level, so it is
+/// enabled whenever any of those lines is.
+fn entry_span(entry_id: i64, attempt: u32) -> tracing::Span {
+    tracing::error_span!("entry", entry_id, attempt)
 }

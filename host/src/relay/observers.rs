@@ -1,12 +1,14 @@
 //! Publish observers: told once per attempt, after the row's mark has settled. A failing observer
 //! changes nothing for the entry or the loop.
 
+use super::entry_span;
 use crate::plugins::{Envelope, PluginSet, PublishCompleted};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// Attempts waiting for observers. Bounded: observers that fall far behind slow the relay rather
 /// than grow memory without limit.
@@ -51,7 +53,10 @@ async fn notify_all(
     while let Some((event, envelope)) = queue.recv().await {
         let set = plugins.borrow().clone();
         for observer in set.observers() {
-            let Err(error) = observer.on_publish_completed(&event, &envelope).await else {
+            let call = observer
+                .on_publish_completed(&event, &envelope)
+                .instrument(entry_span(event.entry_id, event.attempt));
+            let Err(error) = call.await else {
                 continue;
             };
             let (last_logged, since) = failures

@@ -114,6 +114,15 @@ pub enum ClaimScopeFailure {
 }
 
 impl ClaimScopeFailure {
+    pub const ALL: [ClaimScopeFailure; 6] = [
+        Self::SupplierFailed,
+        Self::TimedOut,
+        Self::BlankElement,
+        Self::ElementTooLong,
+        Self::TooManyTargets,
+        Self::ControlCharacter,
+    ];
+
     /// A short name for metric labels and log fields.
     pub fn label(self) -> &'static str {
         match self {

@@ -78,6 +78,14 @@ impl OutboxRepository {
         Ok(())
     }
 
+    /// Per destination type, the seconds since its oldest due PENDING row became due (created, or
+    /// scheduled): how late the outbox runs. Types with no due row are absent.
+    pub async fn oldest_pending_age(&self) -> Result<Vec<(String, f64)>, RepositoryError> {
+        Ok(sqlx::query_as(&self.sql.oldest_pending_age)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     /// One row by id, for tools and tests.
     pub async fn find(&self, id: i64) -> Result<Option<OutboxRecord>, RepositoryError> {
         Ok(sqlx::query_as(&self.sql.select_by_id)

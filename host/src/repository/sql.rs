@@ -37,6 +37,7 @@ pub(crate) struct Statements {
     pub list_dead_letters: String,
     pub redrive_dead_letters: String,
     pub purge_dead_letters: String,
+    pub oldest_pending_age: String,
 }
 
 /// The rows a [`super::DeadLetterSelection`] names: `$1` ids (empty when selecting by type), `$2`
@@ -153,6 +154,14 @@ impl Statements {
                  WHERE {DEAD_LETTER_SELECTION} RETURNING id"
             ),
             purge_dead_letters: format!("DELETE FROM {outbox} WHERE {DEAD_LETTER_SELECTION}"),
+            // A row is due from its creation, or from its `scheduled_at` when that is later; a row
+            // scheduled in the future is not late yet.
+            oldest_pending_age: format!(
+                "SELECT destination_type::text, \
+                   EXTRACT(EPOCH FROM NOW() - min(GREATEST(created_at, scheduled_at)))::float8 \
+                 FROM {outbox} WHERE state = 'PENDING' AND (scheduled_at IS NULL OR scheduled_at <= NOW()) \
+                 GROUP BY 1"
+            ),
             tables,
         }
     }

@@ -42,9 +42,16 @@ impl Envelope {
         self.payload_as()
     }
 
-    /// The payload deserialised into `T`.
+    /// The payload deserialised into `T`; an error names the field path where it went wrong.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T, PayloadError> {
-        serde_json::from_str(&self.payload).map_err(PayloadError::from)
+        let mut json = serde_json::Deserializer::from_str(&self.payload);
+        let value = serde_path_to_error::deserialize(&mut json).map_err(|error| {
+            let path = field_path(error.path());
+            PayloadError::new(error.into_inner(), path)
+        })?;
+        json.end()
+            .map_err(|error| PayloadError::new(error, String::new()))?;
+        Ok(value)
     }
 }
 
@@ -87,37 +94,95 @@ impl fmt::Debug for Envelope {
 /// The payload could not be read as the type asked for.
 ///
 /// It says where, never what: serde's own messages quote the offending value, which could be
-/// part of the payload.
+/// part of the payload. The field path is made of the type's field names and array indexes (a key
+/// that is not a plain name, such as a map key from the payload, shows as `?`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PayloadError {
     /// True when the text is not JSON at all, false when it is JSON of another shape.
     pub malformed: bool,
+    /// Where the shape is wrong, e.g. `order.items[2].price`; empty at the top level.
+    pub path: String,
     pub line: usize,
     pub column: usize,
 }
 
-impl From<serde_json::Error> for PayloadError {
-    fn from(error: serde_json::Error) -> Self {
+impl PayloadError {
+    fn new(error: serde_json::Error, mut path: String) -> Self {
+        // The one message worth keeping names a field of the type, not a value.
+        if let Some(field) = missing_field(&error.to_string()) {
+            path = join(&path, field);
+        }
         PayloadError {
             malformed: !error.is_data(),
+            path,
             line: error.line(),
             column: error.column(),
         }
     }
 }
 
+impl From<serde_json::Error> for PayloadError {
+    fn from(error: serde_json::Error) -> Self {
+        PayloadError::new(error, String::new())
+    }
+}
+
+/// `missing field `name`` → `name`, when it is a plain name.
+fn missing_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("missing field `")?;
+    let field = &rest[..rest.find('`')?];
+    is_plain_name(field).then_some(field)
+}
+
+fn is_plain_name(key: &str) -> bool {
+    (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn join(path: &str, field: &str) -> String {
+    if path.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut shown = String::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => shown.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                let key = if is_plain_name(key) {
+                    key.as_str()
+                } else {
+                    "?"
+                };
+                shown = join(&shown, key);
+            }
+            Segment::Unknown => shown = join(&shown, "?"),
+        }
+    }
+    shown
+}
+
 impl fmt::Display for PayloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let problem = if self.malformed {
-            "is not valid JSON"
+        if self.malformed {
+            f.write_str("the payload is not valid JSON")?;
+        } else if self.path.is_empty() {
+            f.write_str("the payload does not have the expected shape")?;
         } else {
-            "does not have the expected shape"
-        };
-        write!(
-            f,
-            "the payload {problem} (line {}, column {})",
-            self.line, self.column
-        )
+            write!(
+                f,
+                "the payload does not have the expected shape at `{}`",
+                self.path
+            )?;
+        }
+        write!(f, " (line {}, column {})", self.line, self.column)
     }
 }
 
@@ -127,5 +192,82 @@ impl std::error::Error for PayloadError {}
 impl From<PayloadError> for PublishResult {
     fn from(error: PayloadError) -> Self {
         PublishResult::permanent(error.to_string()).with_error_type("payload")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Order {
+        order_id: String,
+        lines: Vec<Line>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Line {
+        price_cents: u64,
+    }
+
+    fn envelope(payload: &str) -> Envelope {
+        Envelope {
+            entry_id: 1,
+            carrier_id: String::new(),
+            aggregate_type: None,
+            aggregate_id: None,
+            event_type: String::new(),
+            destination_type: String::new(),
+            destination: String::new(),
+            payload: payload.to_owned(),
+            headers: BTreeMap::new(),
+            metadata: String::new(),
+            scheduled_at: None,
+            attempt: 0,
+            max_attempts: 1,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_wrong_value_is_named_by_its_field_path_never_quoted() {
+        let payload =
+            r#"{"order_id": "o-1", "lines": [{"price_cents": 1}, {"price_cents": "secret"}]}"#;
+        let error = envelope(payload).payload_as::<Order>().unwrap_err();
+        assert_eq!(error.path, "lines[1].price_cents");
+        let message = error.to_string();
+        assert!(message.contains("at `lines[1].price_cents`"), "{message}");
+        assert!(!message.contains("secret"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let error = envelope(r#"{"lines": []}"#)
+            .payload_as::<Order>()
+            .unwrap_err();
+        assert_eq!(error.path, "order_id");
+    }
+
+    #[test]
+    fn a_map_key_that_is_not_a_plain_name_is_not_shown() {
+        let payload = r#"{"a secret key": "x"}"#;
+        let error = envelope(payload)
+            .payload_as::<BTreeMap<String, u32>>()
+            .unwrap_err();
+        assert_eq!(error.path, "?");
+        assert!(!error.to_string().contains("secret"));
+    }
+
+    #[test]
+    fn text_that_is_not_json_is_malformed_without_a_path() {
+        let error = envelope("{nope").payload_value().unwrap_err();
+        assert!(error.malformed);
+        assert_eq!(
+            error.to_string(),
+            "the payload is not valid JSON (line 1, column 2)"
+        );
     }
 }

@@ -31,6 +31,10 @@ pub type SendFuture = Box<dyn Future<Output = SendResult> + Send>;
 pub trait HttpSender: Send + Sync {
     fn send(&self, request: http::Request<WasiBody>, options: Option<RequestOptions>)
     -> SendFuture;
+
+    /// Told of each request the allow-list refused (the mock runner lists them; the host does not
+    /// keep them: the URL may be a claim-scope target).
+    fn denied(&self, _method: &http::Method, _uri: &Uri, _denial: Denial) {}
 }
 
 /// Sends over the network, one request per connection, without following redirects.
@@ -273,6 +277,7 @@ impl WasiHttpHooks for HttpGate {
             Ok(()) => return self.sender.send(request, options),
             Err(denial) => denial,
         };
+        self.sender.denied(request.method(), request.uri(), denial);
         // The URL is the plugin's destination, a claim-scope target: it is not logged.
         let message = format!("outgoing HTTP request denied: {denial}");
         self.log.write(Level::Warn, LogSource::Host, message);

@@ -33,6 +33,35 @@ pub fn mock_envelope(destination_type: &str) -> Envelope {
     }
 }
 
+/// `envelope` in the form `--envelope` reads: WIT names in snake_case, `payload` and `metadata` as
+/// JSON values (as text when they are not JSON), `headers` as an object. Printed by
+/// `plugin test --show-envelope`, so a plugin author sees every default and can start a file from it.
+pub fn envelope_json(envelope: &Envelope) -> Value {
+    let json_or_text =
+        |text: &str| serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
+    let headers: serde_json::Map<String, Value> = envelope
+        .headers
+        .iter()
+        .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+        .collect();
+    serde_json::json!({
+        "entry_id": envelope.entry_id,
+        "carrier_id": envelope.carrier_id,
+        "aggregate_type": envelope.aggregate_type,
+        "aggregate_id": envelope.aggregate_id,
+        "event_type": envelope.event_type,
+        "destination_type": envelope.destination_type,
+        "destination": envelope.destination,
+        "payload": json_or_text(&envelope.payload),
+        "headers": headers,
+        "metadata": json_or_text(&envelope.metadata),
+        "scheduled_at": envelope.scheduled_at,
+        "attempt": envelope.attempt,
+        "max_attempts": envelope.max_attempts,
+        "created_at": envelope.created_at,
+    })
+}
+
 /// The fields of a mock envelope a test sets; absent fields keep their defaults, and `null` clears
 /// an optional one.
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +185,16 @@ mod tests {
         let envelope = overridden(r#"{"aggregate_id": null, "scheduled_at": 5}"#);
         assert_eq!(envelope.aggregate_id, None);
         assert_eq!(envelope.scheduled_at, Some(5));
+    }
+
+    #[test]
+    fn a_printed_envelope_reads_back_as_the_same_envelope() {
+        let envelope = overridden(r#"{"payload": {"id": 7}, "headers": {"a": "1"}}"#);
+        let printed = envelope_json(&envelope).to_string();
+        let read_back = EnvelopeOverride::from_json(&printed)
+            .unwrap()
+            .apply(mock_envelope("OTHER"));
+        assert_eq!(read_back, envelope);
     }
 
     #[test]

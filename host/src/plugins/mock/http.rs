@@ -1,4 +1,5 @@
-//! The mock HTTP sender: answers every allowed request with one canned response and records it.
+//! The mock runner's HTTP sender: answers every allowed request with one canned response and
+//! records it (or, without one, sends it over the network), and records every denied request.
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
-use crate::plugins::capabilities::http::{HttpSender, IoFuture, SendFuture};
+use crate::plugins::capabilities::http::{Denial, HttpSender, IoFuture, NetworkSender, SendFuture};
 
 /// The response the mock gives every request: `STATUS[:BODY]` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,22 +62,61 @@ impl fmt::Display for RecordedRequest {
     }
 }
 
+/// A request the allow-list refused: it never left the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeniedRequest {
+    pub method: String,
+    /// The URL, with any user info replaced by `****` (it is never sent, nor shown).
+    pub url: String,
+    pub reason: String,
+}
+
+impl DeniedRequest {
+    fn new(method: &http::Method, uri: &http::Uri, denial: Denial) -> Self {
+        let url = uri.to_string();
+        let url = match uri.authority() {
+            Some(authority) if authority.as_str().contains('@') => {
+                let host = authority.as_str().rsplit('@').next().unwrap_or_default();
+                url.replacen(authority.as_str(), &format!("****@{host}"), 1)
+            }
+            _ => url,
+        };
+        Self {
+            method: method.to_string(),
+            url,
+            reason: denial.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for DeniedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} {} ({})", self.method, self.url, self.reason)
+    }
+}
+
 /// A mock run keeps this many requests per report, and this much of each body, so a plugin that
 /// floods cannot fill the memory of `outbox-host plugin test`.
 pub const MAX_RECORDED_REQUESTS: usize = 1_000;
 pub const MAX_RECORDED_BODY_BYTES: usize = 64 * 1024;
 
 /// The requests recorded so far, shared by the instances of one plugin; past
-/// [`MAX_RECORDED_REQUESTS`] they are answered but not kept.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RequestLog(Arc<Mutex<Vec<RecordedRequest>>>);
+/// [`MAX_RECORDED_REQUESTS`] they are answered (or refused) but not kept.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestLog<R>(Arc<Mutex<Vec<R>>>);
 
-impl RequestLog {
-    pub(crate) fn take(&self) -> Vec<RecordedRequest> {
+impl<R> Default for RequestLog<R> {
+    fn default() -> Self {
+        Self(Arc::default())
+    }
+}
+
+impl<R> RequestLog<R> {
+    pub(crate) fn take(&self) -> Vec<R> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn push(&self, request: RecordedRequest) {
+    fn push(&self, request: R) {
         let mut requests = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if requests.len() < MAX_RECORDED_REQUESTS {
             requests.push(request);
@@ -103,13 +143,23 @@ async fn recorded_body(mut body: WasiBody) -> Result<String, HttpError> {
 }
 
 pub(crate) struct MockSender {
-    response: MockHttpResponse,
-    log: RequestLog,
+    /// `None`: allowed requests go to the network, unrecorded.
+    response: Option<MockHttpResponse>,
+    log: RequestLog<RecordedRequest>,
+    denied: RequestLog<DeniedRequest>,
 }
 
 impl MockSender {
-    pub(crate) fn new(response: MockHttpResponse, log: RequestLog) -> Self {
-        Self { response, log }
+    pub(crate) fn new(
+        response: Option<MockHttpResponse>,
+        log: RequestLog<RecordedRequest>,
+        denied: RequestLog<DeniedRequest>,
+    ) -> Self {
+        Self {
+            response,
+            log,
+            denied,
+        }
     }
 }
 
@@ -117,9 +167,11 @@ impl HttpSender for MockSender {
     fn send(
         &self,
         request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
+        options: Option<RequestOptions>,
     ) -> SendFuture {
-        let response = self.response.clone();
+        let Some(response) = self.response.clone() else {
+            return NetworkSender.send(request, options);
+        };
         let log = self.log.clone();
         Box::new(async move {
             let (parts, body) = request.into_parts();
@@ -149,11 +201,26 @@ impl HttpSender for MockSender {
             Ok((response, Box::new(async { Ok(()) }) as IoFuture))
         })
     }
+
+    fn denied(&self, method: &http::Method, uri: &http::Uri, denial: Denial) {
+        self.denied.push(DeniedRequest::new(method, uri, denial));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_denied_url_is_shown_without_its_user_info() {
+        let uri: http::Uri = "https://svc:pw@hooks.example.com/x?y=1".parse().unwrap();
+        let denied = DeniedRequest::new(&http::Method::POST, &uri, Denial::UserInfo);
+        assert_eq!(denied.url, "https://****@hooks.example.com/x?y=1");
+        assert_eq!(
+            denied.to_string(),
+            "POST https://****@hooks.example.com/x?y=1 (the URL carries user info, which is never sent)\n"
+        );
+    }
 
     #[test]
     fn a_status_alone_has_an_empty_body() {

@@ -8,7 +8,7 @@ mod http;
 mod report;
 mod runner;
 
-pub use envelope::{EnvelopeOverride, mock_envelope};
-pub use http::{MockHttpResponse, RecordedRequest};
+pub use envelope::{EnvelopeOverride, envelope_json, mock_envelope};
+pub use http::{DeniedRequest, MockHttpResponse, RecordedRequest};
 pub use report::{InspectReport, MockCall, MockOutcome, TestReport};
 pub use runner::{MockOptions, MockRunner};

@@ -11,12 +11,14 @@ use crate::plugins::capabilities::log::LogLine;
 use crate::plugins::error::CallError;
 use crate::plugins::handler::ScopeSummary;
 use crate::plugins::loader::World;
-use crate::plugins::mock::http::RecordedRequest;
+use crate::plugins::mock::http::{DeniedRequest, RecordedRequest};
 
 /// What `plugin inspect` prints: the claim scope as a summary, never its targets.
 #[derive(Debug, Clone)]
 pub struct InspectReport {
     pub file: PathBuf,
+    /// The manifest enforced; `None`: nothing granted.
+    pub manifest: Option<PathBuf>,
     pub world: World,
     pub imports: Vec<String>,
     pub destination_type: Option<String>,
@@ -27,6 +29,7 @@ impl InspectReport {
     pub fn to_json(&self) -> Value {
         json!({
             "file": self.file.display().to_string(),
+            "manifest": self.manifest.as_ref().map(|path| path.display().to_string()),
             "world": self.world.as_str(),
             "imports": self.imports,
             "destination_type": self.destination_type,
@@ -38,6 +41,11 @@ impl InspectReport {
 impl fmt::Display for InspectReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "file:             {}", self.file.display())?;
+        writeln!(
+            f,
+            "manifest:         {}",
+            manifest_shown(self.manifest.as_ref())
+        )?;
         writeln!(f, "world:            {}", self.world)?;
         if let Some(destination_type) = &self.destination_type {
             writeln!(f, "destination type: {destination_type}")?;
@@ -129,6 +137,10 @@ pub struct TestReport {
     /// Lines logged past the ones kept in `logs`.
     pub logs_not_kept: u64,
     pub requests: Vec<RecordedRequest>,
+    /// Requests the allow-list refused; they never left.
+    pub denied: Vec<DeniedRequest>,
+    /// The envelope the calls were made with, as `--envelope` reads it (`--show-envelope`).
+    pub envelope: Option<Value>,
 }
 
 impl TestReport {
@@ -140,6 +152,8 @@ impl TestReport {
     pub fn to_json(&self) -> Value {
         json!({
             "file": self.inspect.file.display().to_string(),
+            "manifest": self.inspect.manifest.as_ref().map(|path| path.display().to_string()),
+            "envelope": self.envelope,
             "world": self.inspect.world.as_str(),
             "destination_type": self.inspect.destination_type,
             "claim_scope": self.inspect.claim_scope.map(|scope| scope.to_string()),
@@ -157,6 +171,11 @@ impl TestReport {
                 "headers": request.headers,
                 "body": request.body,
             })).collect::<Vec<_>>(),
+            "denied": self.denied.iter().map(|request| json!({
+                "method": request.method,
+                "url": request.url,
+                "reason": request.reason,
+            })).collect::<Vec<_>>(),
         })
     }
 }
@@ -169,11 +188,22 @@ impl fmt::Display for TestReport {
             self.inspect.file.display(),
             self.inspect.world
         )?;
+        writeln!(
+            f,
+            "manifest:         {}",
+            manifest_shown(self.inspect.manifest.as_ref())
+        )?;
         if let Some(destination_type) = &self.inspect.destination_type {
             writeln!(f, "destination type: {destination_type}")?;
         }
         if let Some(scope) = self.inspect.claim_scope {
             writeln!(f, "claim scope:      {scope}")?;
+        }
+        if let Some(envelope) = &self.envelope {
+            writeln!(f, "envelope (an --envelope file may override any field):")?;
+            for line in format!("{envelope:#}").lines() {
+                writeln!(f, "  {line}")?;
+            }
         }
         for (number, call) in self.calls.iter().enumerate() {
             write!(f, "call {}: {}", number + 1, call.outcome_name())?;
@@ -206,8 +236,21 @@ impl fmt::Display for TestReport {
                 .iter()
                 .try_for_each(|request| write!(f, "  {request}"))?;
         }
+        if !self.denied.is_empty() {
+            writeln!(f, "requests denied (never sent):")?;
+            self.denied
+                .iter()
+                .try_for_each(|request| write!(f, "  {request}"))?;
+        }
         Ok(())
     }
+}
+
+fn manifest_shown(manifest: Option<&PathBuf>) -> String {
+    manifest.map_or_else(
+        || "none (nothing granted)".to_owned(),
+        |path| path.display().to_string(),
+    )
 }
 
 fn level_name(line: &LogLine) -> &'static str {

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::plugins::bindings::{EntryDisposition, Envelope, PublishCompleted, PublishOutcome};
-use crate::plugins::capabilities::http::{HttpSender, NetworkSender};
 use crate::plugins::capabilities::log::{LogCapture, LogSink};
 use crate::plugins::engine::PluginEngine;
 use crate::plugins::error::LoadError;
 use crate::plugins::handler::HandlerPlugin;
 use crate::plugins::loader::{self, LoadedPlugin, Plugin, PluginSource};
 use crate::plugins::mock::envelope::mock_envelope;
-use crate::plugins::mock::http::{MockHttpResponse, MockSender, RequestLog};
+use crate::plugins::mock::http::{
+    DeniedRequest, MockHttpResponse, MockSender, RecordedRequest, RequestLog,
+};
 use crate::plugins::mock::report::{InspectReport, MockCall, MockOutcome, TestReport};
 use crate::plugins::sandbox::HostServices;
 
@@ -30,9 +31,12 @@ pub struct MockOptions {
 /// One plugin, loaded for offline tests.
 pub struct MockRunner {
     file: PathBuf,
+    /// The manifest enforced, if any.
+    manifest: Option<PathBuf>,
     loaded: LoadedPlugin,
     logs: LogCapture,
-    requests: RequestLog,
+    requests: RequestLog<RecordedRequest>,
+    denied: RequestLog<DeniedRequest>,
 }
 
 impl MockRunner {
@@ -43,21 +47,24 @@ impl MockRunner {
     ) -> Result<Self, LoadError> {
         let logs = LogCapture::default();
         let requests = RequestLog::default();
-        let http: Arc<dyn HttpSender> = match options.http_response {
-            Some(response) => Arc::new(MockSender::new(response, requests.clone())),
-            None => Arc::new(NetworkSender),
-        };
+        let denied = RequestLog::default();
         let services = HostServices {
             log: LogSink::Capture(logs.clone()),
-            http,
+            http: Arc::new(MockSender::new(
+                options.http_response,
+                requests.clone(),
+                denied.clone(),
+            )),
         };
         let source = PluginSource::read(wasm, options.manifest.as_deref()).await?;
         let loaded = loader::load(engine, &source, &services).await?;
         Ok(Self {
             file: wasm.to_owned(),
+            manifest: source.manifest.map(|manifest| manifest.path),
             loaded,
             logs,
             requests,
+            denied,
         })
     }
 
@@ -111,12 +118,15 @@ impl MockRunner {
             logs: logs.lines,
             logs_not_kept: logs.not_kept,
             requests: self.requests.take(),
+            denied: self.denied.take(),
+            envelope: None,
         }
     }
 
     pub fn inspect(&self) -> InspectReport {
         InspectReport {
             file: self.file.clone(),
+            manifest: self.manifest.clone(),
             world: self.loaded.plugin.world(),
             imports: self.loaded.imports.clone(),
             destination_type: self

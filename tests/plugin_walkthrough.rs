@@ -1,0 +1,281 @@
+//! The plugin walk-throughs, followed as their readers would, with the files and commands taken from
+//! the markdown (so the documentation cannot drift from what works): the README's (build the example
+//! plugins, try and inspect them) in the repository, and a new plugin author's first hour from an
+//! empty folder with `sdk/rust/README.md`: written, built, tried offline with `outbox-host plugin
+//! test`, deployed into a running host, and fed a row inserted with the README's SQL until that row
+//! is delivered.
+
+use outbox_host::plugins::PluginSet;
+use outbox_tests::db::TestDb;
+use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::http_stub::StubServer;
+use outbox_tests::scratch::ScratchDir;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_outbox-host-under-test");
+/// Settings of the build running this test that would redirect or reshape the walk-through's own.
+const OUTER_BUILD_VARS: [&str; 7] = [
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+    "CARGO_BUILD_TARGET_DIR",
+    "CARGO_BUILD_RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "RUSTFLAGS",
+    "RUSTC_WORKSPACE_WRAPPER",
+];
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate is in the repository")
+        .to_owned()
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(repository().join(relative)).expect("the document is readable")
+}
+
+/// The bodies of the fenced blocks after `marker` in `markdown`, in order.
+fn blocks_after(markdown: &str, marker: &str) -> Vec<String> {
+    let start = markdown
+        .find(marker)
+        .unwrap_or_else(|| panic!("the document no longer says {marker:?}"));
+    let mut rest = &markdown[start..];
+    let mut blocks = Vec::new();
+    while let Some(fence) = rest.find("```") {
+        let body = &rest[fence..];
+        let Some(line_end) = body.find('\n') else {
+            break;
+        };
+        let body = &body[line_end + 1..];
+        let Some(end) = body.find("```") else { break };
+        blocks.push(body[..end].to_owned());
+        rest = &body[end + 3..];
+    }
+    blocks
+}
+
+/// The body of the first fenced block after `marker`.
+fn block_after(markdown: &str, marker: &str) -> String {
+    blocks_after(markdown, marker).swap_remove(0)
+}
+
+/// `text` with `from` replaced by `to`; panics when the document no longer holds `from`.
+fn replaced(text: &str, from: &str, to: &str) -> String {
+    assert!(
+        text.contains(from),
+        "the document no longer holds {from:?}:\n{text}"
+    );
+    text.replace(from, to)
+}
+
+/// Runs one shell command in `dir`, with `outbox-host` at its start being the binary under test: its
+/// exit code and everything it printed.
+fn run_command(command: &str, dir: &Path) -> (Option<i32>, String) {
+    let command = match command.strip_prefix("outbox-host ") {
+        Some(args) => format!("{BINARY} {args}"),
+        None => command.to_owned(),
+    };
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &command])
+        .current_dir(dir)
+        // The test machine may have no network: dependencies come from Cargo's local cache.
+        .env("CARGO_NET_OFFLINE", "true");
+    // A new user's shell has none of the settings of the build running this test.
+    for outer in OUTER_BUILD_VARS {
+        sh.env_remove(outer);
+    }
+    let result = sh.output().expect("sh runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    (result.status.code(), text)
+}
+
+/// The commands of a `sh` block, continuation lines joined, comments and blank lines left out.
+fn commands(block: &str) -> Vec<String> {
+    block
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs every command of a `sh` block in `dir`; panics on a failing one. Everything they printed.
+fn run_commands(block: &str, dir: &Path) -> String {
+    let mut output = String::new();
+    for command in commands(block) {
+        let (code, text) = run_command(&command, dir);
+        assert_eq!(code, Some(0), "`{command}` failed:\n{text}");
+        output.push_str(&text);
+    }
+    output
+}
+
+#[tokio::test]
+async fn the_readme_walkthrough_builds_tries_and_inspects_the_example_plugins() {
+    let readme = read("README.md");
+    let blocks = blocks_after(&readme, "## Writing a plugin");
+    let printed = run_commands(&blocks[0], &repository());
+    for expected in [
+        "built plugins/webhook.wasm",
+        "call 1: success",
+        "destination type: WEBHOOK",
+    ] {
+        assert!(printed.contains(expected), "{expected}\n{printed}");
+    }
+
+    let files = ScratchDir::new("readme-walkthrough");
+    let envelope = files.write("hook.json", blocks[1].as_bytes());
+    let manifest = files.write("hook.toml", blocks[2].as_bytes());
+    let tried = commands(&blocks[3]);
+    assert_eq!(tried.len(), 1, "{tried:?}");
+    let command = replaced(&tried[0], "hook.toml", &manifest.display().to_string());
+    let command = replaced(&command, "hook.json", &envelope.display().to_string());
+    let (code, printed) = run_command(&command, &repository());
+    assert_eq!(code, Some(1), "{printed}");
+    for expected in [
+        "call 1: retryable [http-status]",
+        "POST https://hooks.example.com/orders",
+    ] {
+        assert!(printed.contains(expected), "{expected}\n{printed}");
+    }
+}
+
+#[tokio::test]
+async fn the_sdk_walkthrough_goes_from_an_empty_folder_to_a_delivered_row() {
+    let sdk = read("sdk/rust/README.md");
+    let readme = read("README.md");
+    let stub = StubServer::start(201).await;
+    let folder = ScratchDir::new("walkthrough");
+    let project = folder.path().join("billing");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    // Compiled dependencies are kept between runs, as a new user's would be on their second build.
+    let target = std::env::temp_dir().join("outbox-tests-walkthrough-target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::os::unix::fs::symlink(&target, project.join("target")).unwrap();
+
+    let manifest = block_after(&sdk, "`Cargo.toml`:");
+    let manifest = replaced(
+        &manifest,
+        "/path/to/outbox-host",
+        &repository().display().to_string(),
+    );
+    std::fs::write(project.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(
+        project.join("src/lib.rs"),
+        block_after(&sdk, "`src/lib.rs`:"),
+    )
+    .unwrap();
+    let grants = block_after(&sdk, "Its manifest, `billing.toml`");
+    let grants = replaced(&grants, "https://billing.example.com", &stub.origin());
+    std::fs::write(project.join("billing.toml"), grants).unwrap();
+    std::fs::write(
+        project.join("order.json"),
+        block_after(&sdk, "`order.json` overrides any envelope field"),
+    )
+    .unwrap();
+
+    run_commands(&block_after(&sdk, "## Build"), &project);
+    let tried = run_commands(&blocks_after(&sdk, "## Test offline")[1], &project);
+    for expected in [
+        "manifest:         billing.toml",
+        "\"total_cents\": 1250",
+        "call 1: success",
+        "invoicing entry 1",
+        "POST ",
+    ] {
+        assert!(tried.contains(expected), "{expected}\n{tried}");
+    }
+
+    // A payload of the wrong shape is refused naming the field, never quoting the value.
+    std::fs::write(
+        project.join("wrong.json"),
+        r#"{"payload": {"order_id": "o-1", "total_cents": "secret-value"}}"#,
+    )
+    .unwrap();
+    let wrong = Command::new(BINARY)
+        .args([
+            "plugin",
+            "test",
+            "billing.wasm",
+            "--manifest",
+            "billing.toml",
+        ])
+        .args(["--envelope", "wrong.json", "--http-response", "201"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    let wrong = String::from_utf8_lossy(&wrong.stdout);
+    assert!(
+        wrong.contains(
+            "call 1: permanent [payload]: the payload does not have the expected shape at `total_cents`"
+        ),
+        "{wrong}"
+    );
+    assert!(!wrong.contains("secret-value"), "{wrong}");
+
+    let db = TestDb::new().await;
+    let plugins = ScratchDir::new("walkthrough-plugins");
+    let host = TestHost::start(&host::config(&db, plugins.path())).await;
+    let deploy = replaced(
+        &block_after(&sdk, "## Deploy"),
+        "/path/to/plugins",
+        &plugins.path().display().to_string(),
+    );
+    run_commands(&deploy, &project);
+    host.wait_for_plugins(
+        "the billing plugin is loaded",
+        Duration::from_secs(60),
+        |set: &PluginSet| set.handler("BILLING").is_some(),
+    )
+    .await;
+
+    let insert = block_after(&readme, "From any other language, insert the row");
+    let insert = replaced(&insert, "INSERT INTO outbox", "INSERT INTO {outbox}");
+    let insert = replaced(
+        &insert,
+        "'WEBHOOK', 'https://hooks.example.com/orders'",
+        "'BILLING', 'invoices'",
+    );
+    let insert = replaced(
+        &insert,
+        "'{\"order\": 42}'",
+        "'{\"order_id\": \"o-42\", \"total_cents\": 990}'",
+    );
+    let id: i64 = db.scalar(&insert).await;
+    wait_until("the row is published", Duration::from_secs(60), || async {
+        db.state_of(id).await == "PUBLISHED"
+    })
+    .await;
+    let carrier_id: String = db
+        .scalar(&format!(
+            "SELECT carrier_id::text FROM {{outbox}} WHERE id = {id}"
+        ))
+        .await;
+    assert_eq!(carrier_id.as_bytes()[14], b'7', "a UUIDv7: {carrier_id}");
+    let max_attempts: i32 = db
+        .scalar(&format!(
+            "SELECT max_attempts FROM {{outbox}} WHERE id = {id}"
+        ))
+        .await;
+    assert_eq!(max_attempts, 10);
+    let requests = stub.requests();
+    let request = requests.last().expect("the plugin called the billing API");
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/invoices")
+    );
+    assert_eq!(request.header("idempotency-key"), Some(carrier_id.as_str()));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&request.body).unwrap(),
+        serde_json::json!({"order": "o-42", "amount": 990})
+    );
+    host.stop().await;
+}
