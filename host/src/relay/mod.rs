@@ -9,11 +9,14 @@
 //! - `claim_scopes.rs`: the claim scopes of the loaded handlers, asked each turn, failing closed per
 //!   destination type;
 //! - `observers.rs`: publish observers, notified once per attempt after the mark settles;
-//! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net.
+//! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net;
+//! - `doorbell.rs`: with LISTEN_NOTIFY, the doorbell a loop arms while it waits, so inserting commits
+//!   notify only then.
 
 mod backoff;
 mod claim_scopes;
 mod cycle;
+mod doorbell;
 mod envelope;
 mod observers;
 mod outcome;
@@ -21,7 +24,7 @@ mod record;
 mod wakeup;
 
 pub use backoff::Backoff;
-pub use wakeup::LISTENER_APPLICATION_NAME;
+pub use wakeup::{CHANNEL, LISTENER_APPLICATION_NAME};
 
 use crate::config::{RelayConfig, Strategy};
 use crate::metrics::Metrics;

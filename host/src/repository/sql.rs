@@ -24,12 +24,15 @@ pub(crate) struct Statements {
     pub cleanup_inbox: String,
     pub select_by_id: String,
     pub count_by_state: String,
+    pub arm_doorbell: String,
+    pub disarm_doorbell: String,
 }
 
 impl Statements {
     pub fn new(tables: Tables) -> Self {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
+        let doorbell = tables.doorbell();
         Statements {
             insert_outbox: format!(
                 "INSERT INTO {outbox} (carrier_id, aggregate_type, aggregate_id, event_type, destination, \
@@ -111,6 +114,17 @@ impl Statements {
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
                  WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
             ),
+            // Arming also sweeps the doorbells of relays that died armed long ago: expired ones
+            // ring nothing, but each is one more row for every commit's look.
+            arm_doorbell: format!(
+                "WITH swept AS ( \
+                   DELETE FROM {doorbell} \
+                   WHERE armed_until < clock_timestamp() - INTERVAL '1 hour' AND relay <> $1) \
+                 INSERT INTO {doorbell} (relay, armed_until) \
+                 VALUES ($1, clock_timestamp() + $2 * INTERVAL '1 millisecond') \
+                 ON CONFLICT (relay) DO UPDATE SET armed_until = EXCLUDED.armed_until"
+            ),
+            disarm_doorbell: format!("DELETE FROM {doorbell} WHERE relay = $1"),
             tables,
         }
     }
