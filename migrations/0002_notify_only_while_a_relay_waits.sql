@@ -16,9 +16,11 @@ CREATE TABLE outbox_doorbell (
 
 -- The function runs on the application's connection, whose search_path may not hold the configured
 -- schema: it names the doorbell with the schema this migration runs in. A deferred constraint
--- trigger looks at the doorbell when the inserting transaction commits, not when it inserted, so a
--- relay that arms while the transaction is still open is rung by it. Notifications of one transaction
--- on one channel with one payload are folded into one by PostgreSQL.
+-- trigger looks at the doorbell when the inserting transaction commits, not when it inserted: a
+-- relay that arms while the transaction is open is rung by it, and the lookup's lock on the doorbell
+-- is held only while the commit finishes. A relay arms under an exclusive lock on the doorbell, so it
+-- waits for exactly those commits; after that, every row is either visible to its next claim or
+-- rings. PostgreSQL folds the notifications of one transaction (one channel, one payload) into one.
 DO $migration$
 BEGIN
     EXECUTE format($function$

@@ -5,6 +5,7 @@
 pub mod db;
 pub mod host;
 pub mod http_stub;
+pub mod latency;
 pub mod log_capture;
 pub mod plugin_engine;
 pub mod plugins;

@@ -24,6 +24,7 @@ pub(crate) struct Statements {
     pub cleanup_inbox: String,
     pub select_by_id: String,
     pub count_by_state: String,
+    pub lock_doorbell: String,
     pub arm_doorbell: String,
     pub disarm_doorbell: String,
 }
@@ -114,6 +115,7 @@ impl Statements {
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
                  WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
             ),
+            lock_doorbell: format!("LOCK TABLE {doorbell} IN ACCESS EXCLUSIVE MODE"),
             // Arming also sweeps the doorbells of relays that died armed long ago: expired ones
             // ring nothing, but each is one more row for every commit's look.
             arm_doorbell: format!(
