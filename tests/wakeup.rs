@@ -70,6 +70,25 @@ async fn a_relay_is_woken_by_each_insert_once_idle_again() {
     host.stop().await;
 }
 
+#[tokio::test]
+async fn a_relay_that_stops_leaves_its_doorbell_disarmed() {
+    let db = TestDb::in_a_database_of_its_own().await;
+    let dir = noop_dir("wakeup-stop");
+    let host = TestHost::start(&listening_config(&db, &dir, "a")).await;
+    wait_until_armed(&db, 1).await;
+    host.stop().await;
+    let doorbells: i64 = db
+        .scalar(&format!(
+            "SELECT count(*) FROM {}.outbox_doorbell",
+            db.schema
+        ))
+        .await;
+    assert_eq!(
+        doorbells, 0,
+        "inserts would keep notifying until the lease ends"
+    );
+}
+
 /// A row wakes the relay; a second row follows after a pause that varies from round to round, so in
 /// some rounds it commits after the relay's claim found nothing and before its doorbell was armed
 /// again. That row rang nothing: the claim the relay makes after arming must find it, or it would
