@@ -60,7 +60,8 @@ enum Claimed {
     Some,
     /// Nothing, though there was room for rows.
     Nothing,
-    /// It asked for nothing: every slot is taken, or the turn only recorded outcomes.
+    /// It asked for nothing (every slot is taken, or the turn only recorded outcomes), or found
+    /// nothing with busy plugins' types left out: a landing publish brings the next turn.
     NoRoom,
 }
 
@@ -207,9 +208,13 @@ impl LoopState {
             0
         };
         let plugins = self.relay.plugins.borrow().clone();
+        // Types left out because their plugin is busy: finding nothing then is no reason to arm
+        // the doorbell, as their rows may be waiting; a landing publish brings the next turn.
+        let mut held_back = false;
         let capabilities = if batch > 0 {
             let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;
             let saturated = self.saturated_types(&plugins);
+            held_back = !saturated.is_empty();
             capabilities.retain(|destination_type| !saturated.contains(destination_type));
             // The set was swapped while the scopes were asked: claim with the new one next turn
             // (the swap wakes the loop), so no claim made after a swap uses the old plugins.
@@ -259,6 +264,7 @@ impl LoopState {
                 self.settle(recorded.into_iter().zip(cycle.owned)).await;
                 let claimed = match cycle.claimed.len() {
                     _ if batch == 0 => Claimed::NoRoom,
+                    0 if held_back => Claimed::NoRoom,
                     0 => Claimed::Nothing,
                     n if n == batch as usize => Claimed::Full,
                     _ => Claimed::Some,
