@@ -1,13 +1,15 @@
-//! Migrations on real PostgreSQL: the seed schema exactly, idempotent, and placed in the configured
-//! schema with every statement qualified.
+//! Migrations on real PostgreSQL: the seed schema exactly, with the doorbell of migration 0002 in place
+//! of the seed's per-row notify trigger; idempotent, and placed in the configured schema with every
+//! statement qualified.
 
 use chrono::Utc;
 use outbox_host::api::{Inbox, Outbox};
 use outbox_host::database::{self, SchemaName, Tables};
+use outbox_host::relay::CHANNEL;
 use outbox_host::repository::{ClaimScope, OutboxRepository, RelayCapabilities};
 use outbox_tests::db::{self, entry};
-use sqlx::PgPool;
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgNotification};
+use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
 /// An empty database of its own, dropped at the end of the test.
@@ -57,7 +59,7 @@ async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
         "SELECT table_name || '.' || column_name || ' ' || data_type || \
                 coalesce('(' || character_maximum_length || ')', '') || \
                 ' nullable=' || is_nullable || ' default=' || coalesce(column_default, '-') \
-         FROM information_schema.columns WHERE table_schema = $1 AND table_name IN ('outbox', 'inbox') \
+         FROM information_schema.columns WHERE table_schema = $1 AND table_name IN ('outbox', 'inbox', 'outbox_doorbell') \
          ORDER BY table_name, ordinal_position",
         schema,
     )
@@ -96,7 +98,8 @@ async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
     lines
 }
 
-const SEED_SCHEMA: &[&str] = &[
+/// The seed's tables and indexes (migration 0001), and the doorbell that replaced its trigger (0002).
+const SCHEMA: &[&str] = &[
     "inbox.message_id character varying(255) nullable=NO default=-",
     "inbox.source character varying(255) nullable=NO default=-",
     "inbox.processed_at timestamp with time zone nullable=NO default=now()",
@@ -122,6 +125,8 @@ const SEED_SCHEMA: &[&str] = &[
     "outbox.error_type character varying(500) nullable=YES default=-",
     "outbox.created_at timestamp with time zone nullable=NO default=now()",
     "outbox.updated_at timestamp with time zone nullable=NO default=now()",
+    "outbox_doorbell.relay character varying(255) nullable=NO default=-",
+    "outbox_doorbell.armed_until timestamp with time zone nullable=NO default=-",
     "CREATE INDEX idx_inbox_processed_at ON public.inbox USING btree (processed_at)",
     "CREATE INDEX idx_outbox_aggregate ON public.outbox USING btree (aggregate_id, id) WHERE (((state)::text = ANY ((ARRAY['PENDING'::character varying, 'PROCESSING'::character varying])::text[])) AND (aggregate_id IS NOT NULL))",
     "CREATE INDEX idx_outbox_dead_letter ON public.outbox USING btree (updated_at) WHERE ((state)::text = 'DEAD_LETTER'::text)",
@@ -130,47 +135,136 @@ const SEED_SCHEMA: &[&str] = &[
     "CREATE INDEX idx_outbox_published ON public.outbox USING btree (published_at) WHERE ((state)::text = 'PUBLISHED'::text)",
     "CREATE UNIQUE INDEX inbox_pkey ON public.inbox USING btree (message_id, source)",
     "CREATE UNIQUE INDEX outbox_carrier_id_key ON public.outbox USING btree (carrier_id)",
+    "CREATE UNIQUE INDEX outbox_doorbell_pkey ON public.outbox_doorbell USING btree (relay)",
     "CREATE UNIQUE INDEX outbox_pkey ON public.outbox USING btree (id)",
-    "transactional_outbox_notify AFTER INSERT ON outbox EXECUTE FUNCTION notify_transactional_outbox()",
-    "function notify_transactional_outbox",
+    "transactional_outbox_doorbell AFTER INSERT ON outbox EXECUTE FUNCTION ring_outbox_doorbell()",
+    "function ring_outbox_doorbell",
     "sequence outbox_id_seq",
 ];
 
 #[tokio::test]
-async fn migrate_on_an_empty_database_yields_the_seed_schema() {
+async fn migrate_on_an_empty_database_yields_the_seed_tables_and_the_doorbell() {
     let fresh = FreshDatabase::new().await;
     database::migrate(&fresh.options, None).await.unwrap();
     let pool = fresh.pool().await;
     let mut found = catalog(&pool, "public").await;
     found.retain(|line| !line.contains("_sqlx_migrations"));
-    assert_eq!(found, SEED_SCHEMA);
+    assert_eq!(found, SCHEMA);
+    pool.close().await;
+    fresh.drop().await;
+}
+
+/// A migrated empty database of its own (no other test's notifications reach it) and a listener on
+/// the outbox channel.
+async fn listening_database() -> (PgPool, PgListener, FreshDatabase) {
+    let fresh = FreshDatabase::new().await;
+    database::migrate(&fresh.options, None).await.unwrap();
+    let mut listener = PgListener::connect_with(&fresh.pool().await).await.unwrap();
+    listener.listen(CHANNEL).await.unwrap();
+    (fresh.pool().await, listener, fresh)
+}
+
+/// Publishes one entry in a transaction of its own on a connection of its own; returns that
+/// connection's backend pid, which the notifications it causes carry.
+async fn publish_from_own_connection(fresh: &FreshDatabase) -> u32 {
+    let mut conn = PgConnection::connect_with(&fresh.options).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    Outbox::new(Tables::default())
+        .publish(&mut tx, entry("A", "x"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    conn.close().await.unwrap();
+    pid as u32
+}
+
+async fn next_notification(listener: &mut PgListener) -> PgNotification {
+    tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("a notification within 10 s")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_insert_notifies_only_while_a_doorbell_is_armed_and_with_an_empty_payload() {
+    let (pool, mut listener, fresh) = listening_database().await;
+    let repo = OutboxRepository::new(pool.clone(), Tables::default());
+    let unarmed = publish_from_own_connection(&fresh).await;
+    repo.arm_doorbell("relay-a", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let armed = publish_from_own_connection(&fresh).await;
+    let notification = next_notification(&mut listener).await;
+    assert_ne!(
+        notification.process_id(),
+        unarmed,
+        "an unarmed insert notified"
+    );
+    assert_eq!(notification.process_id(), armed);
+    assert_eq!(notification.payload(), "");
+    drop(listener);
     pool.close().await;
     fresh.drop().await;
 }
 
 #[tokio::test]
-async fn the_trigger_notifies_the_channel_with_the_new_id() {
-    let fresh = FreshDatabase::new().await;
-    database::migrate(&fresh.options, None).await.unwrap();
-    let pool = fresh.pool().await;
-    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+async fn a_disarmed_or_expired_doorbell_rings_nothing() {
+    let (pool, mut listener, fresh) = listening_database().await;
+    let repo = OutboxRepository::new(pool.clone(), Tables::default());
+    repo.arm_doorbell("relay-a", Duration::from_secs(60))
         .await
         .unwrap();
-    listener
-        .listen("transactional_outbox_channel")
+    repo.disarm_doorbell("relay-a").await.unwrap();
+    repo.arm_doorbell("relay-b", Duration::ZERO).await.unwrap();
+    let silent = publish_from_own_connection(&fresh).await;
+    repo.arm_doorbell("relay-c", Duration::from_secs(60))
         .await
         .unwrap();
+    let rung = publish_from_own_connection(&fresh).await;
+    let notification = next_notification(&mut listener).await;
+    assert_ne!(notification.process_id(), silent);
+    assert_eq!(notification.process_id(), rung);
+    drop(listener);
+    pool.close().await;
+    fresh.drop().await;
+}
+
+#[tokio::test]
+async fn one_relay_disarming_leaves_another_relays_doorbell_armed() {
+    let (pool, mut listener, fresh) = listening_database().await;
+    let repo = OutboxRepository::new(pool.clone(), Tables::default());
+    repo.arm_doorbell("idle-relay", Duration::from_secs(60))
+        .await
+        .unwrap();
+    repo.arm_doorbell("busy-relay", Duration::from_secs(60))
+        .await
+        .unwrap();
+    repo.disarm_doorbell("busy-relay").await.unwrap();
+    let pid = publish_from_own_connection(&fresh).await;
+    assert_eq!(next_notification(&mut listener).await.process_id(), pid);
+    drop(listener);
+    pool.close().await;
+    fresh.drop().await;
+}
+
+#[tokio::test]
+async fn a_transaction_open_when_a_doorbell_is_armed_rings_it_at_commit() {
+    let (pool, mut listener, fresh) = listening_database().await;
+    let repo = OutboxRepository::new(pool.clone(), Tables::default());
     let mut tx = pool.begin().await.unwrap();
-    let id = Outbox::new(Tables::default())
+    Outbox::new(Tables::default())
         .publish(&mut tx, entry("A", "x"))
         .await
         .unwrap();
-    tx.commit().await.unwrap();
-    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+    repo.arm_doorbell("relay-a", Duration::from_secs(60))
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(notification.payload(), id.to_string());
+    tx.commit().await.unwrap();
+    assert_eq!(next_notification(&mut listener).await.payload(), "");
     drop(listener);
     pool.close().await;
     fresh.drop().await;
@@ -211,7 +305,7 @@ async fn with_a_schema_every_object_lands_in_it() {
     let pool = fresh.pool().await;
     let mut found = catalog(&pool, "messaging").await;
     found.retain(|line| !line.contains("_sqlx_migrations"));
-    let expected: Vec<String> = SEED_SCHEMA
+    let expected: Vec<String> = SCHEMA
         .iter()
         .map(|line| {
             line.replace("public.", "messaging.")
@@ -219,7 +313,7 @@ async fn with_a_schema_every_object_lands_in_it() {
                     "nextval('outbox_id_seq'",
                     "nextval('messaging.outbox_id_seq'",
                 )
-                .replace("FUNCTION notify", "FUNCTION messaging.notify")
+                .replace("FUNCTION ring", "FUNCTION messaging.ring")
         })
         .collect();
     assert_eq!(found, expected);
@@ -250,6 +344,10 @@ async fn with_a_schema_every_statement_is_qualified() {
     .unwrap();
     let tables = Tables::new(Some(schema));
     let repo = OutboxRepository::new(pool.clone(), tables.clone());
+    // Armed, so the insert's trigger looks at the doorbell and notifies.
+    repo.arm_doorbell("n", Duration::from_secs(60))
+        .await
+        .unwrap();
     let mut tx = pool.begin().await.unwrap();
     let id = Outbox::new(tables.clone())
         .publish(&mut tx, entry("A", "x"))
@@ -282,6 +380,7 @@ async fn with_a_schema_every_statement_is_qualified() {
     repo.cleanup_published(1, 10).await.unwrap();
     repo.cleanup_dead_letter(1, 10).await.unwrap();
     repo.cleanup_inbox(1, 10).await.unwrap();
+    repo.disarm_doorbell("n").await.unwrap();
     assert!(repo.find(id).await.unwrap().is_some());
     pool.close().await;
     fresh.drop().await;

@@ -11,6 +11,7 @@
 use outbox_host::config::Strategy;
 use outbox_tests::db::TestDb;
 use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::latency;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
 use std::time::{Duration, Instant};
@@ -96,44 +97,7 @@ async fn latency_under_load(rate: u64, duration: Duration) -> (f64, f64, usize) 
     config.relay.strategy = Strategy::ListenNotify;
     config.relay.polling_interval_ms = 1000;
     let host = TestHost::start(&config).await;
-    let outbox = db.outbox();
-    let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let started = Instant::now();
-    let mut inserted = 0usize;
-    while started.elapsed() < duration {
-        ticker.tick().await;
-        let mut tx = db.pool.begin().await.unwrap();
-        let entry = outbox_host::api::OutboxEntry::new(
-            "bench",
-            "NOOP",
-            "x",
-            serde_json::json!({"n": inserted}),
-        )
-        .aggregate("Bench", (inserted % 100).to_string());
-        outbox.publish(&mut tx, entry).await.unwrap();
-        tx.commit().await.unwrap();
-        inserted += 1;
-    }
-    wait_until(
-        "every row is published",
-        Duration::from_secs(60),
-        || async {
-            db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state <> 'PUBLISHED'")
-                .await
-                == 0
-        },
-    )
-    .await;
-    let p50: f64 = db.scalar(&percentile(0.5)).await;
-    let p99: f64 = db.scalar(&percentile(0.99)).await;
+    let measured = latency::under_steady_load(&db, rate, duration).await;
     host.stop().await;
-    (p50, p99, inserted)
-}
-
-fn percentile(fraction: f64) -> String {
-    format!(
-        "SELECT (percentile_cont({fraction}) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM published_at - created_at)) * 1000)::float8 \
-         FROM {{outbox}}"
-    )
+    measured
 }

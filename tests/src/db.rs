@@ -23,33 +23,57 @@ pub struct TestDb {
     pub pool: PgPool,
     pub schema: SchemaName,
     pub tables: Tables,
+    /// The URL of the database the schema is in.
+    pub url: String,
 }
 
 static SWEPT: OnceCell<()> = OnceCell::const_new();
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 const PREFIX: &str = "t_";
+/// Databases of their own are named `t_db_<secs>_<pid>_<n>`.
+const DATABASE_PREFIX: &str = "t_db_";
 
 impl TestDb {
+    /// A schema of its own in the shared `DATABASE_URL` database.
     pub async fn new() -> TestDb {
-        let admin = database::connect(options(), 2)
+        TestDb::create(url()).await
+    }
+
+    /// A schema in a database of its own. Notifications go to every listener of a database, so a
+    /// relay here is woken by no other test's inserts. A later run drops it once it is an hour old.
+    pub async fn in_a_database_of_its_own() -> TestDb {
+        let admin = database::connect(options(), 1)
+            .await
+            .expect("PostgreSQL is reachable");
+        let name = unique_name(DATABASE_PREFIX);
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("a test database can be created");
+        admin.close().await;
+        let shared = url();
+        let (address, query) = shared.split_once('?').unwrap_or((&shared, ""));
+        let (server, _) = address.rsplit_once('/').expect("a URL with a database");
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        TestDb::create(format!("{server}/{name}{query}")).await
+    }
+
+    async fn create(url: String) -> TestDb {
+        let options = database::connect_options(&url).expect("a valid test database URL");
+        let admin = database::connect(options.clone(), 2)
             .await
             .expect("PostgreSQL is reachable");
         SWEPT.get_or_init(|| sweep_old_schemas(&admin)).await;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let name = format!(
-            "{PREFIX}{now}_{}_{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let schema = SchemaName::parse(&name).unwrap();
-        database::migrate(&options(), Some(&schema))
+        let schema = SchemaName::parse(&unique_name(PREFIX)).unwrap();
+        database::migrate(&options, Some(&schema))
             .await
             .expect("migrations apply");
         admin.close().await;
-        let pool = database::connect(options(), 8)
+        let pool = database::connect(options, 8)
             .await
             .expect("PostgreSQL is reachable");
         let tables = Tables::new(Some(schema.clone()));
@@ -57,6 +81,7 @@ impl TestDb {
             pool,
             schema,
             tables,
+            url,
         }
     }
 
@@ -144,27 +169,57 @@ impl TestDb {
     }
 }
 
-/// Schemas that earlier runs left behind: dropped once they are an hour old, so parallel runs keep theirs.
-async fn sweep_old_schemas(pool: &PgPool) {
-    let cutoff = SystemTime::now()
+/// `prefix`, the time in seconds, the process id and a counter: unique across parallel runs, and
+/// old ones can be told by their name.
+fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}{}_{}_{}",
+        now_secs(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
-        - 3600;
-    let names: Vec<String> = sqlx::query_scalar(
+}
+
+/// Schemas (in this database) and databases of their own that earlier runs left behind: dropped once
+/// they are an hour old, so parallel runs keep theirs.
+async fn sweep_old_schemas(pool: &PgPool) {
+    let cutoff = now_secs() - 3600;
+    let created_before_cutoff = |name: &str, prefix: &str| {
+        name.trim_start_matches(prefix)
+            .split('_')
+            .next()
+            .and_then(|secs| secs.parse::<u64>().ok())
+            .is_some_and(|secs| secs < cutoff)
+    };
+    let schemas: Vec<String> = sqlx::query_scalar(
         "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 't\\_%\\_%\\_%'",
     )
     .fetch_all(pool)
     .await
     .unwrap_or_default();
-    for name in names {
-        let created = name
-            .trim_start_matches(PREFIX)
-            .split('_')
-            .next()
-            .and_then(|secs| secs.parse::<u64>().ok());
-        if created.is_some_and(|secs| secs < cutoff) {
+    for name in schemas {
+        if created_before_cutoff(&name, PREFIX) {
             let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                .execute(pool)
+                .await;
+        }
+    }
+    let databases: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::text FROM pg_database WHERE datname LIKE 't\\_db\\_%\\_%\\_%'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
+    for name in databases {
+        if created_before_cutoff(&name, DATABASE_PREFIX) {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .execute(pool)
                 .await;
         }

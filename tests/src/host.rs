@@ -1,7 +1,7 @@
 //! A running host for end-to-end tests: the real service, in this process, on a schema of its own,
 //! with its own plugins directory and its admin listener on a free port.
 
-use crate::db::{self, TestDb};
+use crate::db::TestDb;
 use outbox_host::config::{Config, Strategy};
 use outbox_host::plugins::PluginSet;
 use outbox_host::service::{self, RunningService};
@@ -20,7 +20,7 @@ pub fn state_dir() -> PathBuf {
 /// see retries and polls quickly.
 pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
     let mut config = Config::default();
-    config.database.url = Some(db::url());
+    config.database.url = Some(db.url.clone());
     config.database.schema = Some(db.schema.to_string());
     config.database.migrate = false;
     config.database.max_connections = 6;

@@ -7,6 +7,7 @@ pub mod db;
 pub mod host;
 pub mod host_process;
 pub mod http_stub;
+pub mod latency;
 pub mod load;
 pub mod log_capture;
 pub mod plugin_engine;

@@ -44,6 +44,7 @@ pub struct Tables {
     schema: Option<SchemaName>,
     outbox: String,
     inbox: String,
+    doorbell: String,
 }
 
 impl Tables {
@@ -55,6 +56,7 @@ impl Tables {
         Tables {
             outbox: qualify("outbox"),
             inbox: qualify("inbox"),
+            doorbell: qualify("outbox_doorbell"),
             schema,
         }
     }
@@ -69,6 +71,11 @@ impl Tables {
 
     pub fn inbox(&self) -> &str {
         &self.inbox
+    }
+
+    /// Where idle relays arm their doorbells (migration 0002).
+    pub fn doorbell(&self) -> &str {
+        &self.doorbell
     }
 }
 

@@ -3,14 +3,18 @@
 //! (outside the claim transaction), keeping at most `max_in_flight` publishes running. A turn that
 //! fails keeps its outcomes, and the next turn records them apart from the claim (`record.rs`), so a
 //! finished publish is recorded once the database accepts it, never dropped and never counted twice.
+//! With LISTEN_NOTIFY, a loop keeps claiming until a claim finds nothing, and only then arms its
+//! doorbell and waits (`doorbell.rs`).
 
 use super::claim_scopes::ClaimScopes;
+use super::doorbell::Doorbell;
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
 use super::progress::Heartbeat;
 use super::record::{Unrecorded, marks_of, record_apart};
 use super::{Relay, entry_span};
+use crate::config::Strategy;
 use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
 use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
 use crate::repository::{Claims, INVALID_ROW, Mark, OutboxRecord, RelayCapabilities};
@@ -49,6 +53,20 @@ pub(super) struct Landed {
     elapsed: Duration,
 }
 
+/// What a turn's claim found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claimed {
+    /// As many rows as it asked for: more are likely waiting.
+    Full,
+    /// Some rows, fewer than it asked for.
+    Some,
+    /// Nothing, though there was room for rows.
+    Nothing,
+    /// It asked for nothing (every slot is taken, or the turn only recorded outcomes), or found
+    /// nothing with busy plugins' types left out: a landing publish brings the next turn.
+    NoRoom,
+}
+
 /// After a failed turn (database down), wait this long at first, doubling up to the polling interval.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// At shutdown, turns spent recording what has landed: enough for an outcome the database refuses
@@ -63,11 +81,14 @@ pub(super) async fn run_loop(
     shutdown: CancellationToken,
 ) {
     heartbeat.beat();
+    let mut doorbell = (relay.settings.strategy == Strategy::ListenNotify)
+        .then(|| Doorbell::new(claimed_by.clone(), relay.settings.polling_interval));
     let mut state = LoopState::new(relay, claimed_by);
     let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut plugins = state.relay.plugins.clone();
-    // The last turn's claim came back full (more is likely waiting), or the last turn failed.
+    // The last turn's claim came back full (more is likely waiting), the doorbell was just armed
+    // (rows committed before it rang nothing), or the last turn failed.
     let mut again = true;
     let mut failures = 0u32;
     loop {
@@ -86,10 +107,22 @@ pub(super) async fn run_loop(
             state.land(joined);
         }
         match state.turn(true).await {
-            Ok(full_batch) => {
+            Ok(claimed) => {
                 heartbeat.beat();
                 failures = 0;
-                again = full_batch;
+                let repository = &state.relay.repository;
+                again = match (claimed, doorbell.as_mut()) {
+                    (Claimed::Full, _) => true,
+                    // Listening, the loop claims until it finds nothing, so it waits armed.
+                    (Claimed::Some, Some(_)) => true,
+                    (Claimed::Nothing, Some(doorbell)) => doorbell.arm(repository).await,
+                    (Claimed::Some | Claimed::Nothing | Claimed::NoRoom, _) => false,
+                };
+                if let Some(doorbell) = doorbell.as_mut()
+                    && matches!(claimed, Claimed::Full | Claimed::Some)
+                {
+                    doorbell.disarm(repository).await;
+                }
             }
             Err(()) => {
                 failures += 1;
@@ -106,6 +139,9 @@ pub(super) async fn run_loop(
         if shutdown.is_cancelled() {
             break;
         }
+    }
+    if let Some(doorbell) = doorbell.as_mut() {
+        doorbell.disarm(&state.relay.repository).await;
     }
     state.drain().await;
 }
@@ -174,9 +210,8 @@ impl LoopState {
 
     /// Records what has landed and, when `claiming`, claims as many rows as there are free slots, in
     /// one transaction (after a failed turn, the kept outcomes are recorded on their own first).
-    /// `Ok(true)` when the claim came back full (more work is likely waiting); `Err` when the turn
-    /// failed, its outcomes kept for the next.
-    async fn turn(&mut self, claiming: bool) -> Result<bool, ()> {
+    /// `Ok` with what the claim found; `Err` when the turn failed, its outcomes kept for the next.
+    async fn turn(&mut self, claiming: bool) -> Result<Claimed, ()> {
         let settings = self.relay.settings.clone();
         let free = (settings.max_in_flight as usize).saturating_sub(self.flights.len());
         let batch = if claiming {
@@ -187,9 +222,13 @@ impl LoopState {
             0
         };
         let plugins = self.relay.plugins.borrow().clone();
+        // Types left out because their plugin is busy: finding nothing then is no reason to arm
+        // the doorbell, as their rows may be waiting; a landing publish brings the next turn.
+        let mut held_back = false;
         let capabilities = if batch > 0 {
             let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;
             let saturated = self.saturated_types(&plugins);
+            held_back = !saturated.is_empty();
             capabilities.retain(|destination_type| !saturated.contains(destination_type));
             // The set was swapped while the scopes were asked: claim with the new one next turn
             // (the swap wakes the loop), so no claim made after a swap uses the old plugins.
@@ -237,9 +276,15 @@ impl LoopState {
             Ok(cycle) => {
                 let recorded = std::mem::take(&mut self.unrecorded);
                 self.settle(recorded.into_iter().zip(cycle.owned)).await;
-                let full = batch > 0 && cycle.claimed.len() == batch as usize;
+                let claimed = match cycle.claimed.len() {
+                    _ if batch == 0 => Claimed::NoRoom,
+                    0 if held_back => Claimed::NoRoom,
+                    0 => Claimed::Nothing,
+                    n if n == batch as usize => Claimed::Full,
+                    _ => Claimed::Some,
+                };
                 self.dispatch(&plugins, cycle.claimed);
-                Ok(full)
+                Ok(claimed)
             }
             Err(error) => {
                 tracing::warn!(%error, claimed_by = %self.claimed_by, unrecorded = marks.len(), "relay turn failed; its outcomes are kept and recorded on their own next turn");

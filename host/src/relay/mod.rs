@@ -12,10 +12,13 @@
 //! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net;
 //! - `progress.rs`: when each loop last completed a turn, for readiness.
 //! - `unclaimed.rs`: a periodic warning about rows of types no loaded plugin claims.
+//! - `doorbell.rs`: with LISTEN_NOTIFY, the doorbell a loop arms while it waits, so inserting commits
+//!   notify only then.
 
 mod backoff;
 mod claim_scopes;
 mod cycle;
+mod doorbell;
 mod envelope;
 mod observers;
 mod outcome;
@@ -26,7 +29,7 @@ mod wakeup;
 
 pub use backoff::Backoff;
 pub use progress::RelayProgress;
-pub use wakeup::LISTENER_APPLICATION_NAME;
+pub use wakeup::{CHANNEL, LISTENER_APPLICATION_NAME};
 
 use crate::config::{RelayConfig, Strategy};
 use crate::metrics::Metrics;

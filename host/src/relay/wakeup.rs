@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// The channel the outbox trigger notifies on insert.
+/// The channel inserting commits notify while a relay's doorbell is armed (the payload means nothing).
 pub const CHANNEL: &str = "transactional_outbox_channel";
 /// The listening connection's `application_name` starts with this, followed by the node id, so
 /// operators (and tests) can find it.

@@ -1,14 +1,16 @@
 //! The PostgreSQL store: every statement on the outbox and inbox tables.
 //!
 //! Relay-side operations run on the repository's pool: [`OutboxRepository::claim_batch`] (claim.rs),
-//! the owner-guarded marks (marks.rs), lease recovery (lease.rs) and retention deletes (cleanup.rs).
-//! Operators list, redrive and purge dead letters (dead_letters.rs).
+//! the owner-guarded marks (marks.rs), lease recovery (lease.rs), retention deletes (cleanup.rs) and
+//! the idle relays' doorbells (doorbell.rs). Operators list, redrive and purge dead letters
+//! (dead_letters.rs).
 //! Application-side inserts run on the caller's transaction (insert.rs), through [`crate::api`].
 
 mod claim;
 mod claim_scope;
 mod cleanup;
 mod dead_letters;
+mod doorbell;
 mod insert;
 mod lease;
 mod marks;
