@@ -7,7 +7,7 @@ use outbox_host::admin::client;
 use outbox_host::config::{Config, LogFormat};
 use outbox_tests::db::{self, TestDb};
 use outbox_tests::host::{self, wait_until};
-use outbox_tests::host_process::HostProcess;
+use outbox_tests::host_process::LoggedHost;
 use outbox_tests::plugins::SCRIPTED;
 use outbox_tests::scratch::ScratchDir;
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ async fn setup(label: &str) -> Setup {
 }
 
 /// The JSON lines whose message is `message`.
-fn with_message(host: &HostProcess, message: &str) -> Vec<Value> {
+fn with_message(host: &LoggedHost, message: &str) -> Vec<Value> {
     host.json_lines()
         .into_iter()
         .filter(|line| line["fields"]["message"] == message)
@@ -57,7 +57,7 @@ fn scripted(payload: Value) -> outbox_host::api::OutboxEntry {
 #[tokio::test]
 async fn start_up_is_summed_up_in_one_line() {
     let setup = setup("log-summary").await;
-    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
+    let host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, None).await;
     let summary = with_message(&host, "outbox-host started");
     assert_eq!(summary.len(), 1, "{:#?}", host.lines());
     let fields = &summary[0]["fields"];
@@ -74,7 +74,7 @@ async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at
     let mut setup = setup("log-noise").await;
     setup.config.database.migrate = true;
     setup.config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
-    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
+    let host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, None).await;
     let runs = "outbox_maintenance_runs_total{job=\"stale_lease_recovery\",result=\"ok\"}";
     wait_until(
         "lease recovery has run twice",
@@ -106,7 +106,7 @@ async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at
 async fn a_log_written_to_a_file_or_pipe_has_no_colours() {
     let mut setup = setup("log-colours").await;
     setup.config.log.format = LogFormat::Human;
-    let host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
+    let host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, None).await;
     let lines = host.lines();
     assert!(
         lines
@@ -143,7 +143,7 @@ async fn dead_letters_warn_retries_debug_and_plugin_lines_carry_their_entry() {
                 .max_attempts(2),
         )
         .await;
-    let mut host = HostProcess::start(
+    let mut host = LoggedHost::start(
         BINARY,
         &setup.config,
         &setup.config_file,
@@ -230,7 +230,7 @@ async fn pending_rows_no_loaded_plugin_claims_are_warned_about_by_type_and_count
          VALUES (gen_random_uuid(), 'e', 'd', 'bad type!', '{}')",
     )
     .await;
-    let mut host = HostProcess::start(BINARY, &setup.config, &setup.config_file, None).await;
+    let mut host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, None).await;
     let line = host
         .wait_for_line("the unclaimed type", |line| line.contains("NOBODY"))
         .await;

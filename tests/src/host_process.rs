@@ -1,5 +1,6 @@
 //! The real `outbox-host run` as a child process, its log read from stderr as an operator's log
-//! collector would: for tests of what the binary writes, and of its admin endpoint.
+//! collector would: for tests of what the binary writes, and of its admin endpoint. (For tests that
+//! hand the binary their own stdio and send it signals, see [`crate::binary::HostProcess`].)
 
 use outbox_host::config::{Config, LogFormat};
 use std::io::{BufRead, BufReader};
@@ -12,14 +13,14 @@ use std::time::{Duration, Instant};
 pub const LOG_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A running `outbox-host run --config FILE`; killed when dropped.
-pub struct HostProcess {
+pub struct LoggedHost {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
     /// The admin listener's address, from the start-up summary (JSON format only).
     admin: Option<String>,
 }
 
-impl HostProcess {
+impl LoggedHost {
     /// Writes `config` to `config_file` and starts `binary` (a test's
     /// `env!("CARGO_BIN_EXE_outbox-host-under-test")`: only tests see it) on it, with `RUST_LOG`
     /// set to `log` (the configuration's `log.level` when `None`); waits for the start-up summary.
@@ -28,9 +29,8 @@ impl HostProcess {
         config: &Config,
         config_file: &Path,
         log: Option<&str>,
-    ) -> HostProcess {
-        let text = toml::to_string(config).expect("the configuration serializes");
-        std::fs::write(config_file, text).expect("the configuration file is writable");
+    ) -> LoggedHost {
+        crate::binary::write_config(config, config_file);
         let mut command = Command::new(binary);
         command
             .args(["run", "--config"])
@@ -52,7 +52,7 @@ impl HostProcess {
                 read.lock().expect("not poisoned").push(line);
             }
         });
-        let mut host = HostProcess {
+        let mut host = LoggedHost {
             child,
             lines,
             admin: None,
@@ -125,7 +125,7 @@ impl HostProcess {
     }
 }
 
-impl Drop for HostProcess {
+impl Drop for LoggedHost {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
