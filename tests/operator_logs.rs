@@ -69,12 +69,21 @@ async fn start_up_is_summed_up_in_one_line() {
     assert_eq!(host.stop().await, Some(0));
 }
 
-#[tokio::test]
-async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at_info() {
-    let mut setup = setup("log-noise").await;
+/// The routine lines: PostgreSQL's notice when migrations find their table, and lease recovery
+/// finding nothing.
+const ROUTINE: [&str; 3] = [
+    "already exists, skipping",
+    "LeaseRecovery",
+    "maintenance run finished",
+];
+
+/// Starts a host on an already migrated schema with lease recovery every second, at `log` (the
+/// configuration's level when `None`), and waits for two recovery runs.
+async fn host_after_routine_work(label: &str, log: Option<&str>) -> (Setup, LoggedHost) {
+    let mut setup = setup(label).await;
     setup.config.database.migrate = true;
     setup.config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
-    let host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, None).await;
+    let host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, log).await;
     let runs = "outbox_maintenance_runs_total{job=\"stale_lease_recovery\",result=\"ok\"}";
     wait_until(
         "lease recovery has run twice",
@@ -87,16 +96,31 @@ async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at
         },
     )
     .await;
+    (setup, host)
+}
+
+#[tokio::test]
+async fn migrations_on_an_existing_schema_and_idle_lease_recovery_log_nothing_at_info() {
+    let (_setup, host) = host_after_routine_work("log-noise", None).await;
     let lines = host.lines();
-    for noise in [
-        "already exists, skipping",
-        "LeaseRecovery",
-        "maintenance run finished",
-    ] {
+    for noise in ROUTINE {
         assert!(
             !lines.iter().any(|line| line.contains(noise)),
             "{noise:?} logged at INFO:\n{}",
             lines.join("\n")
+        );
+    }
+    assert_eq!(host.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn the_routine_lines_are_still_there_at_debug() {
+    let (_setup, host) = host_after_routine_work("log-noise-debug", Some("debug")).await;
+    let lines = host.lines();
+    for routine in ROUTINE {
+        assert!(
+            lines.iter().any(|line| line.contains(routine)),
+            "{routine:?} not logged at DEBUG"
         );
     }
     assert_eq!(host.stop().await, Some(0));
