@@ -157,3 +157,21 @@ async fn two_relays_on_one_database_both_keep_working_while_one_is_idle() {
     idle.stop().await;
     busy.stop().await;
 }
+
+#[tokio::test]
+async fn with_the_doorbell_trigger_dropped_an_idle_relay_still_delivers_at_the_polling_interval() {
+    let db = TestDb::in_a_database_of_its_own().await;
+    let dir = noop_dir("wakeup-no-trigger");
+    let mut config = listening_config(&db, &dir, "a");
+    config.relay.polling_interval_ms = 1_000;
+    let host = TestHost::start(&config).await;
+    wait_until_armed(&db, 1).await;
+    db.execute(&format!(
+        "DROP TRIGGER transactional_outbox_doorbell ON {}.outbox",
+        db.schema
+    ))
+    .await;
+    let id = db.publish(entry("NOOP", "x")).await;
+    wait_until_published(&db, id).await;
+    host.stop().await;
+}
