@@ -539,3 +539,98 @@ async fn a_call_that_outlived_its_lease_cannot_record_against_the_same_nodes_nex
     );
     host.stop().await;
 }
+
+/// The `seq` of every webhook request the stub received, in arrival order.
+fn delivered_seqs(stub: &StubServer) -> Vec<u64> {
+    stub.requests()
+        .iter()
+        .map(|request| payload_of(request)["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// What the relay guarantees is order among committed rows: a row it cannot see yet cannot hold
+/// its younger siblings back. Two writers of one aggregate whose commits cross are delivered in
+/// commit order, not id order (the README says how an application keeps id order).
+#[tokio::test]
+async fn a_younger_row_committed_first_is_delivered_before_an_older_row_still_uncommitted() {
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    let dir = webhook_dir("relay-crossed-commits", &stub);
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let mut older = db.pool.begin().await.unwrap();
+    let older_id = db
+        .outbox()
+        .publish(&mut older, webhook_entry(&stub, "crossed", 1))
+        .await
+        .unwrap();
+    let younger_id = db.publish(webhook_entry(&stub, "crossed", 2)).await;
+    assert!(older_id < younger_id);
+    wait_until("the younger row is published", SETTLE, || async {
+        db.state_of(younger_id).await == "PUBLISHED"
+    })
+    .await;
+    older.commit().await.unwrap();
+    wait_until("the older row is published", SETTLE, || async {
+        db.state_of(older_id).await == "PUBLISHED"
+    })
+    .await;
+    assert_eq!(delivered_seqs(&stub), [2, 1]);
+    host.stop().await;
+}
+
+/// The application's side of ordering: writers of one aggregate that serialise on it (here a
+/// transaction-scoped advisory lock on the aggregate, taken before inserting) commit in id order,
+/// and the relay delivers in that order.
+#[tokio::test]
+async fn writers_that_lock_their_aggregate_before_inserting_are_delivered_in_id_order() {
+    let db = TestDb::new().await;
+    // A key of this test's own: other tests' locks never pass for the second writer's wait.
+    let key = format!("hashtext('{}:Order:locked')", db.schema);
+    let lock = format!("SELECT pg_advisory_xact_lock({key})");
+    let stub = StubServer::start(200).await;
+    let dir = webhook_dir("relay-locked-aggregate", &stub);
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let mut first = db.pool.begin().await.unwrap();
+    sqlx::query(&lock).execute(&mut *first).await.unwrap();
+    let first_id = db
+        .outbox()
+        .publish(&mut first, webhook_entry(&stub, "locked", 1))
+        .await
+        .unwrap();
+    let second = tokio::spawn({
+        let (pool, outbox, entry, lock) = (
+            db.pool.clone(),
+            db.outbox(),
+            webhook_entry(&stub, "locked", 2),
+            lock.clone(),
+        );
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(&lock).execute(&mut *tx).await.unwrap();
+            let id = outbox.publish(&mut tx, entry).await.unwrap();
+            tx.commit().await.unwrap();
+            id
+        }
+    });
+    wait_until(
+        "the second writer waits for the aggregate",
+        SETTLE,
+        || async {
+            let waiting = format!(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND objid::bigint = {key}::bigint & 4294967295"
+            );
+            db.scalar::<i64>(&waiting).await == 1
+        },
+    )
+    .await;
+    first.commit().await.unwrap();
+    let second_id = second.await.unwrap();
+    assert!(first_id < second_id);
+    wait_until("both rows are published", SETTLE, || async {
+        db.state_of(second_id).await == "PUBLISHED" && db.state_of(first_id).await == "PUBLISHED"
+    })
+    .await;
+    assert_eq!(delivered_seqs(&stub), [1, 2]);
+    host.stop().await;
+}
