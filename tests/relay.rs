@@ -634,3 +634,26 @@ async fn writers_that_lock_their_aggregate_before_inserting_are_delivered_in_id_
     assert_eq!(delivered_seqs(&stub), [1, 2]);
     host.stop().await;
 }
+
+#[tokio::test]
+async fn a_head_answered_503_holds_its_siblings_until_its_retry_succeeds() {
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    stub.script(&[(503, Duration::ZERO), (503, Duration::ZERO)]);
+    let dir = webhook_dir("relay-503-head", &stub);
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    for seq in 1..=3 {
+        db.outbox()
+            .publish(&mut tx, webhook_entry(&stub, "head", seq))
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    wait_until("every row is published", SETTLE, || async {
+        db.count("PUBLISHED").await == 3
+    })
+    .await;
+    assert_eq!(delivered_seqs(&stub), [1, 1, 1, 2, 3]);
+    host.stop().await;
+}
