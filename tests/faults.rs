@@ -132,6 +132,22 @@ async fn assert_no_attempt_spent(db: &TestDb) {
 }
 
 /// A port nobody listens on now, for an admin listener the test must reach without reading logs.
+/// Stops `load`, checks that every row it wrote was delivered exactly once without spending an
+/// attempt, then that SIGTERM still stops the host with exit code 0.
+async fn stop_the_load_then_the_host_losing_nothing(
+    db: &TestDb,
+    receiver: &StubServer,
+    load: SteadyLoad,
+    mut process: HostProcess,
+) {
+    let rows = load.stop().await;
+    wait_for_every_row_to_settle(db).await;
+    assert_every_row_delivered_once(db, receiver, rows).await;
+    assert_no_attempt_spent(db).await;
+    process.signal("TERM");
+    assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -196,13 +212,7 @@ async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm
         dropped_log_lines(&metrics).await > 0.0
     })
     .await;
-    let rows = load.stop().await;
-    wait_for_every_row_to_settle(&db).await;
-    assert_every_row_delivered_once(&db, &receiver, rows).await;
-    assert_no_attempt_spent(&db).await;
-
-    process.signal("TERM");
-    assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
+    stop_the_load_then_the_host_losing_nothing(&db, &receiver, load, process).await;
 }
 
 #[tokio::test]
@@ -212,7 +222,7 @@ async fn a_log_pipe_that_closes_during_start_up_does_not_stop_the_host() {
     let (_dir, config) = setup(&db, &receiver, "head-3");
     // `outbox-host run 2>&1 | head -n 3`: one pipe for both, whose reader leaves after three lines.
     let (pipe, writer) = std::io::pipe().expect("a pipe");
-    let mut process = HostProcess::run(
+    let process = HostProcess::run(
         BINARY,
         &config,
         "info",
@@ -233,13 +243,7 @@ async fn a_log_pipe_that_closes_during_start_up_does_not_stop_the_host() {
         db.count("PUBLISHED").await >= 1000
     })
     .await;
-    let rows = load.stop().await;
-    wait_for_every_row_to_settle(&db).await;
-    assert_every_row_delivered_once(&db, &receiver, rows).await;
-    assert_no_attempt_spent(&db).await;
-
-    process.signal("TERM");
-    assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
+    stop_the_load_then_the_host_losing_nothing(&db, &receiver, load, process).await;
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@
 
 use outbox_host::config::Strategy;
 use outbox_tests::db::TestDb;
-use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::host::{self, TestHost};
 use outbox_tests::latency;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
@@ -62,16 +62,7 @@ async fn drain(aggregates: Option<u32>, instances: u32, batch: u32) -> f64 {
     config.database.max_connections = 4 + instances;
     let started = Instant::now();
     let host = TestHost::start(&config).await;
-    wait_until(
-        "every row is published",
-        Duration::from_secs(600),
-        || async {
-            db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state <> 'PUBLISHED'")
-                .await
-                == 0
-        },
-    )
-    .await;
+    latency::wait_until_all_published(&db).await;
     let elapsed = published_span(&db)
         .await
         .unwrap_or_else(|| started.elapsed().as_secs_f64());

@@ -60,13 +60,14 @@ pub(super) async fn redrive(
     State(state): State<AdminState>,
     body: Result<Json<SelectionJson>, JsonRejection>,
 ) -> Response {
-    let selection = match selection_of(body) {
-        Ok(selection) => selection,
-        Err(message) => return bad_request(&message),
-    };
-    match dlq::redrive(&state.repository, &selection, "admin listener").await {
-        Ok(count) => Json(serde_json::json!({ "redriven": count })).into_response(),
-        Err(error) => database_failed(error),
+    match selection_of(body) {
+        Ok(selection) => counted(
+            "redriven",
+            dlq::redrive(&state.repository, &selection, VIA)
+                .await
+                .map(|count| count as u64),
+        ),
+        Err(message) => bad_request(&message),
     }
 }
 
@@ -74,12 +75,22 @@ pub(super) async fn purge(
     State(state): State<AdminState>,
     body: Result<Json<SelectionJson>, JsonRejection>,
 ) -> Response {
-    let selection = match selection_of(body) {
-        Ok(selection) => selection,
-        Err(message) => return bad_request(&message),
-    };
-    match dlq::purge(&state.repository, &selection, "admin listener").await {
-        Ok(count) => Json(serde_json::json!({ "purged": count })).into_response(),
+    match selection_of(body) {
+        Ok(selection) => counted(
+            "purged",
+            dlq::purge(&state.repository, &selection, VIA).await,
+        ),
+        Err(message) => bad_request(&message),
+    }
+}
+
+/// Who acted, in the log line of a redrive or purge.
+const VIA: &str = "admin listener";
+
+/// `{"<what>": count}`, or the database failure.
+fn counted(what: &str, result: Result<u64, RepositoryError>) -> Response {
+    match result {
+        Ok(count) => Json(serde_json::json!({ what: count })).into_response(),
         Err(error) => database_failed(error),
     }
 }
