@@ -361,17 +361,17 @@ impl Metrics {
 
     /// Creates a job's run counters at zero.
     pub fn maintenance_job(&self, job: &str) {
-        for result in ["ok", "failed"] {
+        for result in [RunResult::Ok, RunResult::Failed, RunResult::Skipped] {
             self.inner
                 .maintenance_runs
-                .with_label_values(&[job, result]);
+                .with_label_values(&[job, result.label()]);
         }
     }
 
-    pub fn maintenance_run(&self, job: &str, ok: bool) {
+    pub fn maintenance_run(&self, job: &str, result: RunResult) {
         self.inner
             .maintenance_runs
-            .with_label_values(&[job, if ok { "ok" } else { "failed" }])
+            .with_label_values(&[job, result.label()])
             .inc();
     }
 
@@ -630,6 +630,25 @@ fn register<M: Collector + Clone + 'static>(
         .register(Box::new(metric.clone()))
         .expect("unique metric");
     metric
+}
+
+/// How a scheduled maintenance run ended, as the `result` label says.
+#[derive(Clone, Copy, Debug)]
+pub enum RunResult {
+    Ok,
+    Failed,
+    /// Another node held the job's lock: at most one node runs a job at a time.
+    Skipped,
+}
+
+impl RunResult {
+    fn label(self) -> &'static str {
+        match self {
+            RunResult::Ok => "ok",
+            RunResult::Failed => "failed",
+            RunResult::Skipped => "skipped",
+        }
+    }
 }
 
 #[cfg(test)]

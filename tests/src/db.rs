@@ -62,6 +62,11 @@ impl TestDb {
         TestDb::create(format!("{server}/{name}{query}")).await
     }
 
+    /// A schema of its own in the database at `url` (a server of the test's own, say).
+    pub async fn at(url: String) -> TestDb {
+        TestDb::create(url).await
+    }
+
     async fn create(url: String) -> TestDb {
         let options = database::connect_options(&url).expect("a valid test database URL");
         let admin = database::connect(options.clone(), 2)

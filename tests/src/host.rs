@@ -16,6 +16,14 @@ pub fn state_dir() -> PathBuf {
     std::env::temp_dir().join("outbox-tests-state")
 }
 
+/// A port nobody listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free local port")
+        .port()
+}
+
 /// A configuration for a host on `db`'s schema, loading plugins from `plugins_dir`, tuned so tests
 /// see retries and polls quickly.
 pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {

@@ -10,6 +10,7 @@ pub mod http_stub;
 pub mod latency;
 pub mod load;
 pub mod log_capture;
+pub mod own_server;
 pub mod plugin_engine;
 pub mod plugins;
 pub mod scratch;

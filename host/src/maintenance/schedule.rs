@@ -3,7 +3,7 @@
 
 use super::{CleanupSettings, cleanup, lease_recovery};
 use crate::database::SchemaName;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RunResult};
 use crate::repository::{OutboxRepository, RepositoryError};
 use chrono::Utc;
 use sha2::{Digest, Sha256};
@@ -115,7 +115,7 @@ pub(super) async fn run_on_schedule(
         }
         match run_locked(&job, &repository).await {
             Ok(Some(report)) => {
-                metrics.maintenance_run(job.name(), true);
+                metrics.maintenance_run(job.name(), RunResult::Ok);
                 record(&metrics, &job, &report);
                 // A run that found nothing to do is the common case, every 30 s by default.
                 if report.is_empty() {
@@ -124,12 +124,15 @@ pub(super) async fn run_on_schedule(
                     tracing::info!(job = job.name(), ?report, "maintenance run finished");
                 }
             }
-            Ok(None) => tracing::debug!(
-                job = job.name(),
-                "another node holds the maintenance lock; run skipped"
-            ),
+            Ok(None) => {
+                metrics.maintenance_run(job.name(), RunResult::Skipped);
+                tracing::debug!(
+                    job = job.name(),
+                    "another node holds the maintenance lock; run skipped"
+                );
+            }
             Err(error) => {
-                metrics.maintenance_run(job.name(), false);
+                metrics.maintenance_run(job.name(), RunResult::Failed);
                 tracing::warn!(job = job.name(), %error, "maintenance run failed; the next run tries again");
             }
         }
