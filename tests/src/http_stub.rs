@@ -18,6 +18,8 @@ pub struct StubRequest {
     /// Names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The status the server answered (or is about to answer) with.
+    pub status: u16,
 }
 
 impl StubRequest {
@@ -33,6 +35,9 @@ impl StubRequest {
 struct Record {
     status: AtomicU16,
     delay_ms: AtomicU64,
+    /// When not 0, every n-th request is answered 503 whatever `status` says.
+    fail_every: AtomicU64,
+    arrived: AtomicU64,
     /// Answers for the next requests, in order of arrival, before `status` and `delay_ms` apply.
     script: Mutex<std::collections::VecDeque<(u16, Duration)>>,
     connections: AtomicUsize,
@@ -99,6 +104,11 @@ impl StubServer {
             .extend(answers.iter().copied());
     }
 
+    /// Answers every `n`-th request 503 (n = 20: 5% of requests), like a flaky endpoint.
+    pub fn fail_every(&self, n: u64) {
+        self.record.fail_every.store(n, Ordering::SeqCst);
+    }
+
     pub fn set_status(&self, status: u16) {
         self.record.status.store(status, Ordering::SeqCst);
     }
@@ -124,32 +134,33 @@ impl Drop for StubServer {
 }
 
 async fn answer(mut stream: TcpStream, record: Arc<Record>) {
-    let Some(request) = read_request(&mut stream).await else {
+    let Some(mut request) = read_request(&mut stream).await else {
         return;
     };
-    record
-        .requests
-        .lock()
-        .expect("no panic while recording")
-        .push(request);
+    let arrived = record.arrived.fetch_add(1, Ordering::SeqCst) + 1;
+    let fail_every = record.fail_every.load(Ordering::SeqCst);
     let scripted = record
         .script
         .lock()
         .expect("no panic while scripting")
         .pop_front();
-    let status = match scripted {
-        Some((status, delay)) => {
-            tokio::time::sleep(delay).await;
-            status
-        }
-        None => {
-            let delay = record.delay_ms.load(Ordering::SeqCst);
-            if delay > 0 {
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-            }
-            record.status.load(Ordering::SeqCst)
-        }
+    let (status, delay) = match scripted {
+        Some(answer) => answer,
+        None if fail_every > 0 && arrived.is_multiple_of(fail_every) => (503, Duration::ZERO),
+        None => (
+            record.status.load(Ordering::SeqCst),
+            Duration::from_millis(record.delay_ms.load(Ordering::SeqCst)),
+        ),
     };
+    request.status = status;
+    record
+        .requests
+        .lock()
+        .expect("no panic while recording")
+        .push(request);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let response =
         format!("HTTP/1.1 {status} Stub\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
     let _ = stream.write_all(response.as_bytes()).await;
@@ -193,5 +204,6 @@ async fn read_request(stream: &mut TcpStream) -> Option<StubRequest> {
         path,
         headers,
         body,
+        status: 0,
     })
 }
