@@ -3,6 +3,7 @@
 //! directory would.
 
 use outbox_host::admin::client;
+use outbox_host::api::OutboxEntry;
 use outbox_host::plugins::{PluginSet, PluginState};
 use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
@@ -225,6 +226,87 @@ async fn replacing_v1_by_v2_under_load_delivers_every_row_exactly_once() {
     assert_eq!(
         count(&db, "SWAP", "state = 'DEAD_LETTER' OR attempt > 0").await,
         0
+    );
+    host.stop().await;
+}
+
+/// The `version=` a SWAP publish logged for each entry id, in the order the calls started.
+fn versions_by_entry() -> Vec<(i64, String)> {
+    log_capture::lines_of("swap")
+        .iter()
+        .filter_map(|line| {
+            let entry = line.split("entry_id=").nth(1)?;
+            let id = entry
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()?;
+            let version = line.split("version=").nth(1)?.split_whitespace().next()?;
+            Some((id, version.trim_matches('"').to_owned()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_call_in_flight_at_a_swap_finishes_on_the_old_version_and_no_old_call_starts_after() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("reload-in-flight");
+    dir.add_manifest("swap", &scripted("SWAP", "v1"));
+    dir.add_plugin("swap", plugins::SCRIPTED);
+    let host = TestHost::start(&host::config(&db, dir.path())).await;
+    let v1 = host
+        .service
+        .plugins()
+        .borrow()
+        .handler("SWAP")
+        .expect("v1 is loaded");
+    let slow = db
+        .publish(OutboxEntry::new(
+            "test.event",
+            "SWAP",
+            "somewhere",
+            serde_json::json!({"delay_ms": 3000}),
+        ))
+        .await;
+    wait_until("the slow call has started", DELIVERY, || async {
+        versions_by_entry().iter().any(|(id, _)| *id == slow)
+    })
+    .await;
+    dir.deploy("swap.toml", scripted("SWAP", "v2").as_bytes());
+    host.wait_for_plugins("v2 is in use", RELOAD, |set| {
+        set.handler("SWAP")
+            .is_some_and(|handler| !Arc::ptr_eq(&handler, &v1))
+    })
+    .await;
+    assert_ne!(
+        db.state_of(slow).await,
+        "PUBLISHED",
+        "the swap happened while the slow call was in flight"
+    );
+    let mut after = Vec::new();
+    for _ in 0..10 {
+        after.push(db.publish(entry("SWAP", "somewhere")).await);
+    }
+    wait_until("every row is published", DELIVERY, || async {
+        published(&db, "SWAP").await == 11
+    })
+    .await;
+
+    let calls = versions_by_entry();
+    assert_eq!(
+        calls,
+        std::iter::once((slow, "v1".to_owned()))
+            .chain(after.iter().map(|id| (*id, "v2".to_owned())))
+            .collect::<Vec<_>>(),
+        "one call per entry: the slow one on v1, every later one on v2"
+    );
+    let attempt: i32 = db
+        .scalar(&format!("SELECT attempt FROM {{outbox}} WHERE id = {slow}"))
+        .await;
+    assert_eq!(
+        (db.state_of(slow).await.as_str(), attempt),
+        ("PUBLISHED", 0),
+        "the old version's outcome is recorded"
     );
     host.stop().await;
 }

@@ -1,9 +1,10 @@
 //! Test-only destination handler whose behaviour the test sets: the manifest's `[config]` gives
 //! its destination type (`destination_type`, default `SCRIPTED`), its claim scope (`claim_scope`,
-//! answered after `claim_scope_delay_ms` when set) and a `version` it logs on each publish (to tell
-//! a reloaded plugin from the old one); the payload `{"outcome": …, "error_type": …}` gives each
-//! publish's result (outcome `hostile-error`: a retryable failure whose message and error type hold
-//! NUL and other control characters).
+//! answered after `claim_scope_delay_ms` when set) and a `version` it logs with the entry id on each
+//! publish (to tell a reloaded plugin from the old one); the payload
+//! `{"outcome": …, "error_type": …, "delay_ms": …}` gives each publish's result, after `delay_ms`
+//! when set (outcome `hostile-error`: a retryable failure whose message and error type hold NUL and
+//! other control characters).
 
 use std::time::Duration;
 
@@ -51,13 +52,17 @@ impl Handler for Scripted {
         let version = config::get("version");
         outbox_sdk::log!(
             info,
-            "scripted version={}",
-            version.as_deref().unwrap_or("none")
+            "scripted version={} entry_id={}",
+            version.as_deref().unwrap_or("none"),
+            envelope.entry_id
         );
         let payload = match envelope.payload_value() {
             Ok(payload) => payload,
             Err(error) => return error.into(),
         };
+        if let Some(ms) = payload["delay_ms"].as_u64() {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
         let result = match payload["outcome"].as_str() {
             None | Some("success") => PublishResult::success(),
             Some("retryable") => PublishResult::retryable("scripted retryable failure"),
