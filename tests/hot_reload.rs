@@ -230,9 +230,10 @@ async fn replacing_v1_by_v2_under_load_delivers_every_row_exactly_once() {
     host.stop().await;
 }
 
-/// The `version=` a SWAP publish logged for each entry id, in the order the calls started.
-fn versions_by_entry() -> Vec<(i64, String)> {
-    log_capture::lines_of("swap")
+/// The `version=` each publish of the scripted plugin `stem` logged, with its entry id, in the
+/// order the calls started.
+fn versions_by_entry(stem: &str) -> Vec<(i64, String)> {
+    log_capture::lines_of(stem)
         .iter()
         .filter_map(|line| {
             let entry = line.split("entry_id=").nth(1)?;
@@ -251,8 +252,8 @@ fn versions_by_entry() -> Vec<(i64, String)> {
 async fn a_call_in_flight_at_a_swap_finishes_on_the_old_version_and_no_old_call_starts_after() {
     let db = TestDb::new().await;
     let dir = ScratchDir::new("reload-in-flight");
-    dir.add_manifest("swap", &scripted("SWAP", "v1"));
-    dir.add_plugin("swap", plugins::SCRIPTED);
+    dir.add_manifest("in_flight", &scripted("SWAP", "v1"));
+    dir.add_plugin("in_flight", plugins::SCRIPTED);
     let host = TestHost::start(&host::config(&db, dir.path())).await;
     let v1 = host
         .service
@@ -269,10 +270,12 @@ async fn a_call_in_flight_at_a_swap_finishes_on_the_old_version_and_no_old_call_
         ))
         .await;
     wait_until("the slow call has started", DELIVERY, || async {
-        versions_by_entry().iter().any(|(id, _)| *id == slow)
+        versions_by_entry("in_flight")
+            .iter()
+            .any(|(id, _)| *id == slow)
     })
     .await;
-    dir.deploy("swap.toml", scripted("SWAP", "v2").as_bytes());
+    dir.deploy("in_flight.toml", scripted("SWAP", "v2").as_bytes());
     host.wait_for_plugins("v2 is in use", RELOAD, |set| {
         set.handler("SWAP")
             .is_some_and(|handler| !Arc::ptr_eq(&handler, &v1))
@@ -292,7 +295,7 @@ async fn a_call_in_flight_at_a_swap_finishes_on_the_old_version_and_no_old_call_
     })
     .await;
 
-    let calls = versions_by_entry();
+    let calls = versions_by_entry("in_flight");
     assert_eq!(
         calls,
         std::iter::once((slow, "v1".to_owned()))
