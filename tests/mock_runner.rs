@@ -65,7 +65,7 @@ async fn the_rust_api_captures_the_plugins_log_lines() {
         report
             .logs
             .iter()
-            .any(|line| line.message == "scripted version=7"),
+            .any(|line| line.message.starts_with("scripted version=7 ")),
         "{:?}",
         report.logs
     );

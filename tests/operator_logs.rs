@@ -210,7 +210,10 @@ async fn dead_letters_warn_retries_debug_and_plugin_lines_carry_their_entry() {
         .iter()
         .find(|line| line["span"]["entry_id"] == published)
         .unwrap_or_else(|| panic!("no plugin line for entry {published}: {plugin_lines:#?}"));
-    assert_eq!(of_published["fields"]["message"], "scripted version=none");
+    assert_eq!(
+        of_published["fields"]["message"],
+        format!("scripted version=none entry_id={published}").as_str()
+    );
     assert_eq!(of_published["span"]["attempt"], 0);
     let attempts: Vec<&Value> = plugin_lines
         .iter()
