@@ -706,3 +706,133 @@ async fn a_head_answered_503_holds_its_siblings_until_its_retry_succeeds() {
     assert_eq!(delivered_seqs(&stub), [1, 1, 1, 2, 3]);
     host.stop().await;
 }
+
+/// What the injected claim failure does to the relay's connection.
+#[derive(Clone, Copy)]
+enum ClaimFault {
+    /// The claim runs past the connection's `statement_timeout`.
+    StatementTimeout,
+    /// The claim's connection is terminated mid-statement.
+    KilledConnection,
+}
+
+/// Every other claim statement (one that moves rows to PROCESSING) that follows marks in its
+/// transaction (rows this transaction moved out of PROCESSING) fails the way `fault` says; a
+/// sequence counts those claims because it does not roll back with them.
+async fn fail_every_other_claim(db: &TestDb, fault: ClaimFault) {
+    let action = match fault {
+        ClaimFault::StatementTimeout => "PERFORM pg_sleep(2)",
+        ClaimFault::KilledConnection => "PERFORM pg_terminate_backend(pg_backend_pid())",
+    };
+    let schema = &db.schema;
+    db.execute(&format!("CREATE SEQUENCE {schema}.claims_seen"))
+        .await;
+    db.execute(&format!(
+        "CREATE FUNCTION {schema}.fail_every_other_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF EXISTS (SELECT 1 FROM claimed WHERE state = 'PROCESSING')
+                AND EXISTS (SELECT 1 FROM {{outbox}} WHERE xmin = pg_current_xact_id()::xid
+                            AND state <> 'PROCESSING')
+                AND nextval('{schema}.claims_seen') % 2 = 0 THEN
+                 {action};
+             END IF;
+             RETURN NULL;
+         END $$"
+    ))
+    .await;
+    db.execute(&format!(
+        "CREATE TRIGGER fail_every_other_claim AFTER UPDATE ON {{outbox}} \
+         REFERENCING NEW TABLE AS claimed FOR EACH STATEMENT \
+         EXECUTE FUNCTION {schema}.fail_every_other_claim()"
+    ))
+    .await;
+}
+
+/// Rows trickle in while claims fail after their turn's marks: each outcome is kept, recorded on a
+/// later turn, and counted once, by the metrics and by the observers; every row is delivered once.
+async fn claims_failing_after_their_turns_marks_lose_nothing_and_count_nothing_twice(
+    fault: ClaimFault,
+) {
+    let db = TestDb::new().await;
+    let stub = StubServer::start(200).await;
+    let dir = webhook_dir("relay-claim-fails", &stub);
+    let recorder = format!("recorder_{}", db.schema);
+    dir.add_plugin(&recorder, plugins::RECORDER);
+    let mut config = host::config(&db, dir.path());
+    config.database.url = Some(format!("{}?options[statement_timeout]=500", db.url));
+    fail_every_other_claim(&db, fault).await;
+    let host = TestHost::start(&config).await;
+    let rows = 200;
+    for seq in 0..rows {
+        db.publish(webhook_entry(&stub, &format!("agg-{}", seq % 10), seq))
+            .await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    wait_until(
+        "every row is published",
+        Duration::from_secs(90),
+        || async { db.count("PUBLISHED").await == rows as i64 },
+    )
+    .await;
+    let failed_claims: i64 = db
+        .scalar(&format!(
+            "SELECT last_value / 2 FROM {}.claims_seen",
+            db.schema
+        ))
+        .await;
+    println!("claim statements failed after their turn's marks: {failed_claims}");
+    assert!(failed_claims >= 5, "claims failed ({failed_claims})");
+    assert_each_aggregate_once_in_id_order(&stub, 10, rows);
+    let published = metric(
+        &host,
+        "outbox_published_total{destination_type=\"WEBHOOK\"}",
+    )
+    .await;
+    assert_eq!(published, rows as f64, "each outcome is counted once");
+    wait_until("the observer has seen every outcome", SETTLE, || async {
+        log_capture::lines_of(&recorder)
+            .iter()
+            .filter(|l| l.contains("outcome=success"))
+            .count()
+            >= rows
+    })
+    .await;
+    let told = log_capture::lines_of(&recorder)
+        .iter()
+        .filter(|l| l.contains("outcome=success"))
+        .count();
+    assert_eq!(told, rows, "observers are told of each outcome once");
+    let retried: i64 = db
+        .scalar("SELECT count(*) FROM {outbox} WHERE attempt > 0")
+        .await;
+    assert_eq!(retried, 0, "a failed claim spends no attempt");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn claims_timing_out_after_their_turns_marks_lose_nothing_and_count_nothing_twice() {
+    claims_failing_after_their_turns_marks_lose_nothing_and_count_nothing_twice(
+        ClaimFault::StatementTimeout,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn claims_whose_connection_is_killed_after_their_turns_marks_lose_nothing_and_count_nothing_twice()
+ {
+    claims_failing_after_their_turns_marks_lose_nothing_and_count_nothing_twice(
+        ClaimFault::KilledConnection,
+    )
+    .await;
+}
+
+/// The value of the sample `series` (name and labels, as exposed) on the host's `/metrics`.
+async fn metric(host: &TestHost, series: &str) -> f64 {
+    let body = outbox_host::admin::client::get(&host.admin_url("/metrics"))
+        .await
+        .expect("/metrics answers");
+    let text = String::from_utf8(body.to_vec()).expect("UTF-8 metrics");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+}
