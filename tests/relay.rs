@@ -10,7 +10,7 @@ use outbox_tests::http_stub::StubServer;
 use outbox_tests::log_capture;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 const SETTLE: Duration = Duration::from_secs(30);
