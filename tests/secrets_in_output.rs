@@ -6,12 +6,19 @@
 
 use clap::Parser;
 use outbox_host::admin::client::AdminRequest;
+use outbox_host::api::OutboxEntry;
 use outbox_host::cli::{self, Cli};
 use outbox_host::config::AdminToken;
+use outbox_host::config::LogFormat;
 use outbox_tests::db::TestDb;
-use outbox_tests::host::{self, TestHost};
+use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::host_process::LoggedHost;
+use outbox_tests::http_stub::StubServer;
 use outbox_tests::log_capture;
-use outbox_tests::plugins::{HOSTILE, NOOP};
+use outbox_tests::plugins::{HOSTILE, NOOP, SCRIPTED, WEBHOOK};
+use std::time::Duration;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_outbox-host-under-test");
 use outbox_tests::scratch::ScratchDir;
 
 const MARKER: &str = "s3cr3tMarker";
@@ -135,4 +142,92 @@ async fn a_planted_secret_appears_in_no_error_status_listing_log_or_printed_conf
     for marker in [MARKER, NUMERIC_MARKER] {
         assert_eq!(log_capture::lines_with(marker), Vec::<String>::new());
     }
+}
+
+/// What a row carries is the application's: a marker in payloads, header values, destinations
+/// (claim-scope targets) and a claim scope's own targets goes through every publish failure path
+/// (retry, dead letter, trap, timeout, memory, a failing claim scope) of the real binary logging at
+/// its most verbose, and appears in no log line, metric, admin response or `dlq list` output.
+#[tokio::test]
+async fn a_marker_in_rows_and_claim_scopes_appears_in_no_log_metric_or_admin_response_on_any_failure_path()
+ {
+    let receiver = StubServer::start(500).await;
+    let plugins = ScratchDir::new("secrets-rows");
+    plugins.add_plugin("webhook", WEBHOOK);
+    plugins.add_manifest(
+        "webhook",
+        &format!("[http]\nallowed_hosts = [\"{}\"]\n", receiver.origin()),
+    );
+    plugins.add_plugin("hostile", HOSTILE);
+    plugins.add_manifest("hostile", "[limits]\ntimeout_ms = 500\nmemory_mb = 32\n");
+    plugins.add_plugin("scoped", SCRIPTED);
+    plugins.add_manifest(
+        "scoped",
+        &format!(
+            "[config]\ndestination_type = \"SCOPED\"\nclaim_scope = \"ok,{MARKER}\\u0000target\"\n"
+        ),
+    );
+    let db = TestDb::new().await;
+    let mut config = host::config(&db, plugins.path());
+    config.log.format = LogFormat::Json;
+    let logged = LoggedHost::start(
+        BINARY,
+        &config,
+        &plugins.path().join("host.conf"),
+        Some("debug,outbox_host=trace"),
+    )
+    .await;
+
+    let carrying = |destination_type: &str, destination: String| {
+        OutboxEntry::new(
+            "secret.event",
+            destination_type,
+            destination,
+            serde_json::json!({"card": MARKER}),
+        )
+        .header("authorization", format!("Bearer {MARKER}"))
+        .aggregate("Order", format!("order-{MARKER}"))
+        .max_attempts(2)
+    };
+    db.publish(carrying(
+        "WEBHOOK",
+        receiver.url(&format!("/hook?token={MARKER}")),
+    ))
+    .await;
+    for destination in ["trap", "loop", "alloc"] {
+        db.publish(carrying("HOSTILE", destination.to_owned()))
+            .await;
+    }
+    db.publish(carrying("SCOPED", "ok".to_owned())).await;
+    wait_until(
+        "every deliverable row is dead-lettered",
+        Duration::from_secs(60),
+        || async { db.count("DEAD_LETTER").await == 4 },
+    )
+    .await;
+
+    let admin = |path: &str| logged.admin_url(path);
+    for path in ["/metrics", "/plugins", "/dlq", "/healthz", "/readyz"] {
+        let body = outbox_host::admin::client::get(&admin(path)).await;
+        let text = match body {
+            Ok(body) => String::from_utf8_lossy(&body).into_owned(),
+            Err(error) => error.to_string(),
+        };
+        assert_no_marker(path, &text);
+    }
+    let host_conf = plugins.path().join("host.conf");
+    let (code, listed) = run_cli(&["dlq", "list", "--config", host_conf.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{listed}");
+    assert_no_marker("dlq list", &listed);
+    let lines = logged.lines();
+    assert!(
+        lines.iter().any(|line| line.contains("claim scope")),
+        "the failing claim scope is logged"
+    );
+    assert!(
+        lines.iter().any(|line| line.contains("dead")),
+        "dead letters are logged"
+    );
+    assert_no_marker("the host's log", &lines.join("\n"));
+    logged.stop().await;
 }

@@ -109,12 +109,13 @@ pub struct DeadLettersPage {
 const MAX_SHOWN_ERROR_CHARS: usize = 4000;
 
 impl From<DeadLetter> for DeadLetterJson {
-    /// Text the host did not write itself (a row inserted or edited by hand) is made safe to show.
+    /// Text the host did not write itself (a row inserted or edited by hand) is made safe to show;
+    /// a URL destination loses its user info and query, where secrets ride.
     fn from(row: DeadLetter) -> Self {
         DeadLetterJson {
             id: row.id,
             destination_type: text::sanitize(&row.destination_type, 64),
-            destination: text::sanitize(&row.destination, 255),
+            destination: text::masked_destination(&row.destination, 255),
             attempts: row.attempt,
             max_attempts: row.max_attempts,
             error_type: row.error_type.map(|kind| text::sanitize(&kind, 128)),

@@ -28,9 +28,43 @@ pub fn token(text: &str, max_chars: usize) -> Option<String> {
     (!token.is_empty()).then_some(token)
 }
 
+/// A row's destination as a listing shows it: a URL keeps its scheme, host and path, with its user
+/// info and its query and fragment masked (where URLs carry credentials and tokens); any other
+/// destination (a topic, a name) as it is. Sanitized and cut like any text the host did not write.
+pub fn masked_destination(destination: &str, max_chars: usize) -> String {
+    let Some((scheme, rest)) = destination.split_once("://") else {
+        return sanitize(destination, max_chars);
+    };
+    let (address, masked_tail) = match rest.find(['?', '#']) {
+        Some(end) => (&rest[..end], "?****"),
+        None => (rest, ""),
+    };
+    let authority_end = address.find('/').unwrap_or(address.len());
+    let (authority, path) = address.split_at(authority_end);
+    let host = match authority.rfind('@') {
+        Some(at) => format!("****@{}", &authority[at + 1..]),
+        None => authority.to_owned(),
+    };
+    sanitize(&format!("{scheme}://{host}{path}{masked_tail}"), max_chars)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{sanitize, token};
+    use super::{masked_destination, sanitize, token};
+
+    #[test]
+    fn a_url_destination_is_shown_without_its_user_info_query_or_fragment() {
+        assert_eq!(
+            masked_destination("https://svc:pw@hooks.example.com/in?token=t#f", 255),
+            "https://****@hooks.example.com/in?****"
+        );
+        assert_eq!(
+            masked_destination("http://127.0.0.1:8080/hook", 255),
+            "http://127.0.0.1:8080/hook"
+        );
+        assert_eq!(masked_destination("orders.v1", 255), "orders.v1");
+        assert_eq!(masked_destination("a\nb", 255), "a?b");
+    }
 
     #[test]
     fn replaces_control_characters_and_cuts() {
