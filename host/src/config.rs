@@ -366,19 +366,24 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
-    /// `variable` names the environment variable the value came from, when it did.
-    #[error("{}{message}", source_of(key, variable.as_deref()))]
+    /// `variable` names the environment variable the value came from, when it did; else `file`
+    /// the configuration file it came from, when there was one.
+    #[error("{}{message}", source_of(key, variable.as_deref(), file.as_deref()))]
     Key {
         key: String,
         variable: Option<String>,
+        file: Option<PathBuf>,
         message: String,
     },
 }
 
-fn source_of(key: &str, variable: Option<&str>) -> String {
-    match variable {
-        Some(variable) => format!("environment variable {variable} (configuration key {key}): "),
-        None => format!("configuration key {key}: "),
+fn source_of(key: &str, variable: Option<&str>, file: Option<&Path>) -> String {
+    match (variable, file) {
+        (Some(variable), _) => {
+            format!("environment variable {variable} (configuration key {key}): ")
+        }
+        (None, Some(file)) => format!("configuration key {key} in {}: ", file.display()),
+        (None, None) => format!("configuration key {key}: "),
     }
 }
 
@@ -387,23 +392,29 @@ impl ConfigError {
         ConfigError::Key {
             key: key.into(),
             variable: None,
+            file: None,
             message: message.into(),
         }
     }
 
-    /// Names the environment variable that set the offending key, if one did: that is where the
-    /// operator has to look.
-    fn naming_variable(self, variables: &BTreeMap<String, String>) -> Self {
+    /// Names where the offending key was set: the environment variable, if one set it, else the
+    /// configuration file. That is where the operator has to look.
+    fn naming_source(self, variables: &BTreeMap<String, String>, file: Option<&Path>) -> Self {
         match self {
             ConfigError::Key {
                 key,
                 variable: None,
+                file: None,
                 message,
-            } => ConfigError::Key {
-                variable: variables.get(&key).cloned(),
-                key,
-                message,
-            },
+            } => {
+                let variable = variables.get(&key).cloned();
+                ConfigError::Key {
+                    file: file.filter(|_| variable.is_none()).map(Path::to_owned),
+                    variable,
+                    key,
+                    message,
+                }
+            }
             other => other,
         }
     }
@@ -456,7 +467,7 @@ impl Config {
         let mut config: Config = serde_path_to_error::deserialize(table).map_err(|error| {
             let key = error.path().to_string();
             ConfigError::key(key, value_free(error.into_inner().message()))
-                .naming_variable(&variables)
+                .naming_source(&variables, file)
         })?;
         if config.database.url.is_none() && database_url.is_some() {
             config.database.url = database_url;
@@ -468,7 +479,7 @@ impl Config {
         }
         config
             .validate()
-            .map_err(|error| error.naming_variable(&variables))?;
+            .map_err(|error| error.naming_source(&variables, file))?;
         Ok(config)
     }
 
@@ -868,7 +879,8 @@ mod tests {
         );
         let error = message_of(load("[relay]\nbatch_size = 0\n", &[]));
         assert!(
-            error.starts_with("configuration key relay.batch_size: "),
+            error.starts_with("configuration key relay.batch_size in /")
+                && error.contains("outbox.toml: must be at least 1"),
             "{error}"
         );
     }

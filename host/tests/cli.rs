@@ -235,3 +235,36 @@ fn run_on_a_non_loopback_admin_address_without_a_token_exits_2_naming_admin_toke
     );
     assert!(stderr.contains("set admin.token"), "{stderr}");
 }
+
+#[test]
+fn malformed_configuration_files_exit_2_naming_the_file_and_the_key_or_line() {
+    let cases = [
+        ("[relay\nbatch_size = 10\n", "line 1"),
+        ("[relay]\nbatch_size = \"ten\"\n", "relay.batch_size"),
+        ("[relay]\nbatch_size = 0\n", "relay.batch_size"),
+        ("[relay]\nstrategy = \"PUSH\"\n", "relay.strategy"),
+        (
+            "[maintenance]\ncleanup_cron = \"every day\"\n",
+            "maintenance.cleanup_cron",
+        ),
+        ("[admin]\nlisten = \"not an address\"\n", "admin.listen"),
+        (
+            "[relay]\nbatch_size = 10\n[relay]\ninstances = 2\n",
+            "line 3",
+        ),
+        ("\u{0}\u{1}binary", "line 1"),
+    ];
+    for (text, named) in cases {
+        let config = write_config(text);
+        let (code, stderr) = run_for_error(&["run", "--config", config.to_str().unwrap()], &[]);
+        assert_eq!(code, Some(2), "{text:?}: {stderr}");
+        assert!(
+            stderr.contains(config.to_str().unwrap()) && stderr.contains(named),
+            "{text:?} must name the file and {named}: {stderr}"
+        );
+    }
+    let missing = std::env::temp_dir().join("outbox-cli-no-such-config.toml");
+    let (code, stderr) = run_for_error(&["run", "--config", missing.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+}
