@@ -5,8 +5,10 @@
 //! host drain and prints the ledger, which must balance: lost = inserted − published −
 //! dead-lettered − pending = 0. It exits 1 when it does not.
 //!
-//! Run: `cargo bench -p outbox-tests --bench soak` (`SOAK_MINUTES=5` for a short run; needs root
-//! for `pg_createcluster`, as the fault tests do).
+//! Run: `cargo bench -p outbox-tests --bench soak` (`SOAK_MINUTES=5` for a short run,
+//! `SOAK_ROWS_PER_SECOND` for another rate than 500, `SOAK_HOST_BINARY` to restart a copy of the host
+//! rather than the one in `target/`, which a build may replace; needs root for `pg_createcluster`, as
+//! the fault tests do).
 
 use outbox_host::api::OutboxEntry;
 use outbox_tests::binary::{HostProcess, write_config};
@@ -23,7 +25,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_outbox-host-under-test");
-/// Rows a second, half webhook over 100 aggregates, half NOOP.
+/// Rows a second by default, half webhook over 100 aggregates, half NOOP.
 const LOAD: u64 = 500;
 const RELOAD_EVERY: Duration = Duration::from_secs(60);
 const FAULT_EVERY: Duration = Duration::from_secs(150);
@@ -45,10 +47,9 @@ const FAULTS: [Fault; 3] = [
 
 #[tokio::main]
 async fn main() {
-    let minutes: u64 = std::env::var("SOAK_MINUTES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(30);
+    let minutes = setting("SOAK_MINUTES", 30);
+    let rate = setting("SOAK_ROWS_PER_SECOND", LOAD);
+    let binary = std::env::var("SOAK_HOST_BINARY").unwrap_or_else(|_| BINARY.to_owned());
     let server = OwnServer::start();
     let db = TestDb::at(server.url()).await;
     let receiver = StubServer::start(200).await;
@@ -70,7 +71,7 @@ async fn main() {
     write_config(&config, &config_path);
 
     let hook = receiver.url("/hook");
-    let load = SteadyLoad::start(db.pool.clone(), db.outbox(), LOAD, move |n| {
+    let load = SteadyLoad::start(db.pool.clone(), db.outbox(), rate, move |n| {
         if n % 2 == 0 {
             OutboxEntry::new(
                 "soak.event",
@@ -85,7 +86,7 @@ async fn main() {
     });
     let start_host = || {
         HostProcess::run(
-            BINARY,
+            &binary,
             &config_path,
             "error",
             Stdio::null(),
@@ -98,7 +99,7 @@ async fn main() {
     let started = Instant::now();
     let (mut next_reload, mut next_fault) = (RELOAD_EVERY, FAULT_EVERY);
     println!(
-        "soak: {minutes} min at {LOAD} rows/s, a fault every {} s",
+        "soak: {minutes} min at {rate} rows/s, a fault every {} s",
         FAULT_EVERY.as_secs()
     );
     while started.elapsed() < Duration::from_secs(minutes * 60) {
@@ -185,6 +186,14 @@ async fn main() {
     if lost != 0 || still_pending != 0 || exit != Some(0) {
         std::process::exit(1);
     }
+}
+
+/// A whole number from the environment variable `name`, else `default`.
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Rows not settled yet.
