@@ -21,7 +21,12 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from wit_world.imports import config as _config
 from wit_world.imports import log as _log
-from wit_world.imports import outbox_relay_types as _types
+
+try:
+    # In the handler world wasi:http has a `types` interface too, so ours is renamed.
+    from wit_world.imports import outbox_relay_types as _types
+except ImportError:
+    from wit_world.imports import types as _types  # type: ignore[no-redef]
 
 __all__ = [
     "Envelope",
