@@ -1,8 +1,9 @@
 """A publish observer: counts publish attempts per destination type and outcome, and writes the
 counts to the host's log every `every` events (`[config] every`, default 100).
 
-It sees only types, outcomes and dispositions, never payloads. The counts live in the instance it
-runs in, so each kept instance counts the events it saw since it started.
+It sees only types and outcomes, never payloads. The counts live in the instance it runs in: its
+manifest sets `max_concurrency = 1`, so one instance sees every event, and its counts start again
+when the host retires it (after 1,000 calls).
 """
 
 from collections import Counter
