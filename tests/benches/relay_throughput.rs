@@ -8,7 +8,7 @@
 //!
 //! 3. Python and JavaScript handlers (see `sdk_handlers`): rows/s of the `chat-webhook` (Python) and
 //!    `router` (JavaScript) examples delivering to a local HTTP server, against the Rust `webhook`
-//!    example in the same run (goal: each at least 0.8 of it).
+//!    example in the same run (goal: each at least 0.8 of it). `-- --sdk-only` runs this part alone.
 //!
 //! Run: `cargo bench -p outbox-tests --bench relay_throughput`
 
@@ -24,6 +24,10 @@ const ROWS: u64 = 100_000;
 
 #[tokio::main]
 async fn main() {
+    if std::env::args().any(|arg| arg == "--sdk-only") {
+        sdk_handlers::run().await;
+        return;
+    }
     println!("end-to-end drain of {ROWS} pre-inserted NOOP rows");
     println!(
         "{:<12} {:>10} {:>6} {:>10}",

@@ -168,15 +168,14 @@ fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
+/// The latest change of a file under `path` (bytecode caches left out: the build writes them).
 fn newest_in(path: &Path) -> Option<SystemTime> {
-    let own = modified(path);
     let Ok(entries) = std::fs::read_dir(path) else {
-        return own;
+        return modified(path);
     };
     entries
         .filter_map(Result::ok)
-        .filter(|entry| !entry.file_name().to_string_lossy().starts_with("__pycache__"))
+        .filter(|entry| entry.file_name() != "__pycache__")
         .filter_map(|entry| newest_in(&entry.path()))
-        .chain(own)
         .max()
 }
