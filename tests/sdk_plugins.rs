@@ -66,7 +66,9 @@ fn assert_outcomes(plugin: SdkPlugin, granted: &str, denied: &str, envelope: &st
         let (code, text) = plugin_test(&component, granted, envelope, status);
         assert_eq!(code, 1, "{text}");
         assert!(
-            text.contains(&format!("retryable [http-status]: 127.0.0.1:9 answered HTTP {status}")),
+            text.contains(&format!(
+                "retryable [http-status]: 127.0.0.1:9 answered HTTP {status}"
+            )),
             "{text}"
         );
     }
@@ -95,7 +97,8 @@ fn the_python_chat_webhook_succeeds_retries_fails_and_is_denied_in_plugin_test()
     let Some(component) = CHAT_WEBHOOK.component() else {
         return;
     };
-    let granted = "[http]\nallowed_hosts = [\"http://127.0.0.1:9\"]\n[config]\nchannel = \"#orders\"\n";
+    let granted =
+        "[http]\nallowed_hosts = [\"http://127.0.0.1:9\"]\n[config]\nchannel = \"#orders\"\n";
     let (_, text) = plugin_test(&component, granted, envelope, 200);
     assert!(
         text.contains(r#""text": ":package: New order *A-17* for 12 EUR""#),
@@ -205,7 +208,11 @@ async fn wait_for_examples(host: &TestHost) {
 
 fn row(destination_type: &str, destination: &str, n: u64) -> OutboxEntry {
     OutboxEntry::new(
-        if n % 2 == 0 { "order.created" } else { "order.cancelled" },
+        if n % 2 == 0 {
+            "order.created"
+        } else {
+            "order.cancelled"
+        },
         destination_type,
         destination,
         serde_json::json!({"order_id": format!("A-{n}"), "total": format!("{n} EUR")}),
@@ -245,13 +252,19 @@ async fn python_and_javascript_handlers_deliver_rows_through_a_running_host() {
     assert_eq!(chat.len() as u64, ROWS, "one chat message a row");
     assert_eq!(routed.len() as u64, ROWS, "one forwarded payload a row");
     let carriers: HashSet<String> = db
-        .scalar::<Vec<String>>("SELECT array_agg(carrier_id::text) FROM {outbox} WHERE destination_type = 'ROUTER'")
+        .scalar::<Vec<String>>(
+            "SELECT array_agg(carrier_id::text) FROM {outbox} WHERE destination_type = 'ROUTER'",
+        )
         .await
         .into_iter()
         .collect();
     let keys: HashSet<String> = routed
         .iter()
-        .map(|r| r.header("idempotency-key").expect("an idempotency key").to_owned())
+        .map(|r| {
+            r.header("idempotency-key")
+                .expect("an idempotency key")
+                .to_owned()
+        })
         .collect();
     assert_eq!(keys, carriers, "each row forwarded with its carrier id");
     let cancelled = chat
@@ -262,7 +275,9 @@ async fn python_and_javascript_handlers_deliver_rows_through_a_running_host() {
     let forwarded: serde_json::Value =
         serde_json::from_slice(&routed[0].body).expect("the payload is forwarded as JSON");
     assert!(
-        forwarded["order_id"].as_str().is_some_and(|id| id.starts_with("A-")),
+        forwarded["order_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("A-")),
         "the payload is forwarded as it is: {forwarded}"
     );
 
@@ -314,7 +329,11 @@ async fn the_javascript_router_hot_reloads_under_load_without_losing_a_row() {
     wait_for_every_row_to_settle(&db).await;
 
     assert_eq!(db.count("DEAD_LETTER").await, 0, "nothing dead-lettered");
-    assert_eq!(db.count("PUBLISHED").await, rows as i64, "every row published");
+    assert_eq!(
+        db.count("PUBLISHED").await,
+        rows as i64,
+        "every row published"
+    );
     let carriers: HashSet<String> = db
         .scalar::<Vec<String>>("SELECT array_agg(carrier_id::text) FROM {outbox}")
         .await

@@ -205,14 +205,20 @@ async fn measure(example: &Example) -> (Duration, Duration, Duration, f64) {
     let mut envelope = runner.mock_envelope();
     envelope.destination = "http://127.0.0.1:9/hook".to_owned();
     envelope.event_type = "order.created".to_owned();
-    envelope.payload = r#"{"order_id":"A-17","total":"12 EUR","lines":[{"sku":"x","qty":2}]}"#.to_owned();
+    envelope.payload =
+        r#"{"order_id":"A-17","total":"12 EUR","lines":[{"sku":"x","qty":2}]}"#.to_owned();
     if example.observer {
         let first = runner.run(&envelope, 1).await;
         assert!(first.succeeded(), "{}", example.label);
         let steady = runner.run(&envelope, CALLS).await;
         assert!(steady.succeeded(), "{}", example.label);
         let total: Duration = steady.calls.iter().map(|call| call.elapsed).sum();
-        return (cold, warm, first.calls[0].elapsed, micros(total) / f64::from(CALLS));
+        return (
+            cold,
+            warm,
+            first.calls[0].elapsed,
+            micros(total) / f64::from(CALLS),
+        );
     }
     let handler = runner.handler().expect("a handler").clone();
     let (first, result) = timed(handler.publish(&envelope)).await;
