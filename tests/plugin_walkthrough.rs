@@ -302,6 +302,23 @@ async fn follow_the_sdk_guide(
     let project = folder.path().join(stem);
     std::fs::create_dir_all(&project).unwrap();
     let files = blocks_after(&guide, &format!("## {section}\n"));
+    // The SDK's template project is the guide's two files.
+    let template = repository()
+        .join("sdk")
+        .join(language.folder())
+        .join("template");
+    for (name, block) in [
+        (source_file.to_owned(), &files[0]),
+        (format!("{stem}.toml"), &files[1]),
+    ] {
+        let text = std::fs::read_to_string(template.join(&name)).expect("the template file");
+        assert_eq!(
+            &text,
+            block,
+            "sdk/{}/template/{name} is the guide's",
+            language.folder()
+        );
+    }
     std::fs::write(project.join(source_file), &files[0]).unwrap();
     let manifest = replaced(&files[1], example_origin, &stub.origin());
     std::fs::write(project.join(format!("{stem}.toml")), manifest).unwrap();

@@ -18,7 +18,8 @@ pub enum Language {
 }
 
 impl Language {
-    fn folder(self) -> &'static str {
+    /// The SDK's folder under `sdk/`.
+    pub fn folder(self) -> &'static str {
         match self {
             Self::Python => "python",
             Self::JavaScript => "js",
