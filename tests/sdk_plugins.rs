@@ -208,7 +208,7 @@ async fn wait_for_examples(host: &TestHost) {
 
 fn row(destination_type: &str, destination: &str, n: u64) -> OutboxEntry {
     OutboxEntry::new(
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             "order.created"
         } else {
             "order.cancelled"
