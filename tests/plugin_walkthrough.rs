@@ -3,13 +3,15 @@
 //! plugins, try and inspect them) in the repository, and a new plugin author's first hour from an
 //! empty folder with `sdk/rust/README.md`: written, built, tried offline with `outbox-host plugin
 //! test`, deployed into a running host, and fed a row inserted with the README's SQL until that row
-//! is delivered.
+//! is delivered; and the same for Python and JavaScript with `sdk/README.md`.
 
+use outbox_host::api::OutboxEntry;
 use outbox_host::plugins::PluginSet;
 use outbox_tests::db::TestDb;
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::scratch::ScratchDir;
+use outbox_tests::sdk_plugins::Language;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -278,4 +280,139 @@ async fn the_sdk_walkthrough_goes_from_an_empty_folder_to_a_delivered_row() {
         serde_json::json!({"order": "o-42", "amount": 990})
     );
     host.stop().await;
+}
+
+/// `sdk/README.md`'s walk-through for one language, from an empty folder: the module and manifest
+/// written from the guide, built and tried with its commands, deployed into a running host, and a
+/// row delivered through it to a local receiver.
+async fn follow_the_sdk_guide(
+    language: Language,
+    section: &str,
+    source_file: &str,
+    stem: &str,
+    destination_type: &str,
+    example_origin: &str,
+) {
+    if !language.toolchain_ready() {
+        return;
+    }
+    let guide = read("sdk/README.md");
+    let stub = StubServer::start(200).await;
+    let folder = ScratchDir::new("sdk-guide");
+    let project = folder.path().join(stem);
+    std::fs::create_dir_all(&project).unwrap();
+    let files = blocks_after(&guide, &format!("## {section}\n"));
+    // The SDK's template project is the guide's two files.
+    let template = repository()
+        .join("sdk")
+        .join(language.folder())
+        .join("template");
+    for (name, block) in [
+        (source_file.to_owned(), &files[0]),
+        (format!("{stem}.toml"), &files[1]),
+    ] {
+        let text = std::fs::read_to_string(template.join(&name)).expect("the template file");
+        assert_eq!(
+            &text,
+            block,
+            "sdk/{}/template/{name} is the guide's",
+            language.folder()
+        );
+    }
+    std::fs::write(project.join(source_file), &files[0]).unwrap();
+    let manifest = replaced(&files[1], example_origin, &stub.origin());
+    std::fs::write(project.join(format!("{stem}.toml")), manifest).unwrap();
+    let at_repository = |block: &str| {
+        replaced(
+            block,
+            "/path/to/outbox-host",
+            &repository().display().to_string(),
+        )
+    };
+    let built = run_commands(
+        &at_repository(&block_after(&guide, &format!("### {section}: build"))),
+        &project,
+    );
+    assert!(built.contains(&format!("{stem}.wasm")), "{built}");
+
+    let offline = blocks_after(&guide, &format!("### {section}: test offline"));
+    std::fs::write(project.join("order.json"), &offline[0]).unwrap();
+    // The guide's cache is the test hosts' own, so the host below loads the component compiled here.
+    let tried = replaced(
+        &offline[1],
+        "~/.cache/outbox-host/compiled",
+        &host::state_dir().join("cache").display().to_string(),
+    );
+    let tried = run_commands(&tried, &project);
+    for expected in ["call 1: success", &format!("POST {}/", stub.origin())] {
+        assert!(tried.contains(expected), "{expected}\n{tried}");
+    }
+
+    let db = TestDb::new().await;
+    let plugins = ScratchDir::new("sdk-guide-plugins");
+    let host = TestHost::start(&host::config(&db, plugins.path())).await;
+    let deploy = replaced(
+        &block_after(&guide, &format!("### {section}: deploy")),
+        "/path/to/plugins",
+        &plugins.path().display().to_string(),
+    );
+    run_commands(&deploy, &project);
+    host.wait_for_plugins(
+        "the guide's plugin is loaded",
+        Duration::from_secs(300),
+        |set: &PluginSet| set.handler(destination_type).is_some(),
+    )
+    .await;
+    let id = db
+        .publish(OutboxEntry::new(
+            "order.created",
+            destination_type,
+            "anywhere",
+            serde_json::json!({"order_id": "o-42"}),
+        ))
+        .await;
+    wait_until("the row is published", Duration::from_secs(60), || async {
+        db.state_of(id).await == "PUBLISHED"
+    })
+    .await;
+    let carrier_id: String = db
+        .scalar(&format!(
+            "SELECT carrier_id::text FROM {{outbox}} WHERE id = {id}"
+        ))
+        .await;
+    let requests = stub.requests();
+    let request = requests.last().expect("the plugin posted to the receiver");
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.header("idempotency-key"), Some(carrier_id.as_str()));
+    assert!(
+        String::from_utf8_lossy(&request.body).contains("o-42"),
+        "the row's payload reached the receiver"
+    );
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn the_python_guide_goes_from_an_empty_folder_to_a_delivered_row() {
+    follow_the_sdk_guide(
+        Language::Python,
+        "Python",
+        "app.py",
+        "alerts",
+        "ALERTS",
+        "https://alerts.example.com",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_javascript_guide_goes_from_an_empty_folder_to_a_delivered_row() {
+    follow_the_sdk_guide(
+        Language::JavaScript,
+        "JavaScript",
+        "app.js",
+        "audit",
+        "AUDIT",
+        "https://audit.example.com",
+    )
+    .await;
 }

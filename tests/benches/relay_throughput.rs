@@ -6,6 +6,10 @@
 //! 2. Latency: insert-to-publish p50 and p99 (`published_at - created_at`, both on the database clock)
 //!    under a steady 1,000 rows/s insert load, with LISTEN_NOTIFY.
 //!
+//! 3. Python and JavaScript handlers (see `sdk_handlers`): rows/s of the `chat-webhook` (Python) and
+//!    `router` (JavaScript) examples delivering to a local HTTP server, against the Rust `webhook`
+//!    example in the same run (goal: each at least 0.8 of it). `-- --sdk-only` runs this part alone.
+//!
 //! Run: `cargo bench -p outbox-tests --bench relay_throughput`
 
 use outbox_host::config::Strategy;
@@ -20,6 +24,10 @@ const ROWS: u64 = 100_000;
 
 #[tokio::main]
 async fn main() {
+    if std::env::args().any(|arg| arg == "--sdk-only") {
+        sdk_handlers::run().await;
+        return;
+    }
     println!("end-to-end drain of {ROWS} pre-inserted NOOP rows");
     println!(
         "{:<12} {:>10} {:>6} {:>10}",
@@ -40,6 +48,7 @@ async fn main() {
         "\ninsert-to-publish latency at 1,000 rows/s ({inserted} rows, LISTEN_NOTIFY): p50 {p50:.2} ms, p99 {p99:.2} ms"
     );
     println!("goal: p50 <= 5 ms, p99 <= 25 ms");
+    sdk_handlers::run().await;
 }
 
 async fn drain(aggregates: Option<u32>, instances: u32, batch: u32) -> f64 {
@@ -91,4 +100,112 @@ async fn latency_under_load(rate: u64, duration: Duration) -> (f64, f64, usize) 
     let measured = latency::under_steady_load(&db, rate, duration).await;
     host.stop().await;
     measured
+}
+
+/// End-to-end rows/s of the Python and JavaScript example handlers, each delivering every row by an
+/// HTTP POST to a local receiver, against the Rust webhook example doing the same in the same run.
+/// The three drain in turn, round after round (the machine is shared), and medians are reported.
+mod sdk_handlers {
+    use super::published_span;
+    use outbox_tests::db::TestDb;
+    use outbox_tests::host::{self, TestHost};
+    use outbox_tests::http_stub::StubServer;
+    use outbox_tests::latency;
+    use outbox_tests::plugins;
+    use outbox_tests::scratch::ScratchDir;
+    use outbox_tests::sdk_plugins::{CHAT_WEBHOOK, ROUTER};
+    use std::path::PathBuf;
+
+    const ROWS: u64 = 3_000;
+    const ROUNDS: usize = 3;
+
+    struct Handler {
+        label: &'static str,
+        stem: &'static str,
+        destination_type: &'static str,
+        component: PathBuf,
+    }
+
+    pub async fn run() {
+        let mut handlers = vec![Handler {
+            label: "rust webhook",
+            stem: "webhook",
+            destination_type: "WEBHOOK",
+            component: PathBuf::from(plugins::WEBHOOK),
+        }];
+        for (label, plugin, destination_type) in [
+            ("python chat-webhook", CHAT_WEBHOOK, "CHAT"),
+            ("javascript router", ROUTER, "ROUTER"),
+        ] {
+            match plugin.component() {
+                Some(component) => handlers.push(Handler {
+                    label,
+                    stem: plugin.name,
+                    destination_type,
+                    component,
+                }),
+                None => println!("{label}: skipped, its toolchain is not installed"),
+            }
+        }
+        println!(
+            "\nend-to-end drain of {ROWS} rows, each POSTed to a local HTTP server, {ROUNDS} interleaved rounds"
+        );
+        let mut rates = vec![Vec::new(); handlers.len()];
+        for _ in 0..ROUNDS {
+            for (handler, rates) in handlers.iter().zip(&mut rates) {
+                rates.push(drain(handler).await);
+            }
+        }
+        let medians: Vec<f64> = rates.iter_mut().map(|rates| median(rates)).collect();
+        for (handler, (rates, median)) in handlers.iter().zip(rates.iter().zip(&medians)) {
+            let rounds: Vec<String> = rates.iter().map(|rate| format!("{rate:.0}")).collect();
+            println!(
+                "{:<20} median {:>7.0} rows/s ({:.2} of the rust webhook; rounds {})",
+                handler.label,
+                median,
+                median / medians[0],
+                rounds.join(", ")
+            );
+        }
+        println!("goal: python and javascript each >= 0.8 of the rust webhook");
+    }
+
+    async fn drain(handler: &Handler) -> f64 {
+        let receiver = StubServer::start(200).await;
+        let db = TestDb::new().await;
+        db.execute(&format!(
+            "INSERT INTO {{outbox}} (carrier_id, aggregate_type, aggregate_id, event_type, destination, destination_type, payload) \
+             SELECT gen_random_uuid(), 'Order', 'order-' || n, 'order.created', '{}', '{}', \
+             json_build_object('order_id', 'A-' || n, 'total', n || ' EUR')::text::jsonb FROM generate_series(1, {ROWS}) AS n",
+            receiver.url("/hook"),
+            handler.destination_type,
+        ))
+        .await;
+        db.execute("VACUUM ANALYZE {outbox}").await;
+        let dir = ScratchDir::new("bench-sdk-relay");
+        dir.add_plugin(
+            handler.stem,
+            handler.component.to_str().expect("a UTF-8 path"),
+        );
+        dir.add_manifest(
+            handler.stem,
+            &format!(
+                "[http]\nallowed_hosts = [\"{}\"]\n[config]\n\"route.default\" = \"{}\"\n",
+                receiver.origin(),
+                receiver.url("/hook")
+            ),
+        );
+        let host = TestHost::start(&host::config(&db, dir.path())).await;
+        latency::wait_until_all_published(&db).await;
+        let elapsed = published_span(&db).await.expect("rows were published");
+        host.stop().await;
+        db.pool.close().await;
+        assert_eq!(receiver.requests().len() as u64, ROWS, "{}", handler.label);
+        ROWS as f64 / elapsed
+    }
+
+    fn median(values: &mut [f64]) -> f64 {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    }
 }

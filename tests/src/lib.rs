@@ -14,4 +14,5 @@ pub mod own_server;
 pub mod plugin_engine;
 pub mod plugins;
 pub mod scratch;
+pub mod sdk_plugins;
 pub mod tcp_proxy;

@@ -3,7 +3,7 @@
 //! Why kept instances rather than a fresh one per call: measured with wasmtime 48 and the pooling
 //! allocator, a fresh instance per call costs about 90–130 µs for a Rust component (1 ms for
 //! JavaScript, 2.5–3 ms for Python), a call on a kept instance about 4 µs, and the relay's goal is at
-//! most 10 µs a call. So each plugin keeps a few instances, each with its own `Store`, lends one out
+//! most 10 µs a call. So each plugin keeps up to `max_concurrency` instances, each with its own `Store`, lends one out
 //! for one call and takes it back after a normal return. DESIGN §5's isolation still holds:
 //! - an instance belongs to one plugin object: pools are never shared between plugins, and a reload
 //!   makes a new plugin object with an empty pool;
@@ -36,7 +36,10 @@ use crate::plugins::stats::{CallStats, CallStatsSnapshot};
 /// How many instances a plugin keeps, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolPolicy {
-    /// Idle instances kept per plugin; more may exist while calls run concurrently.
+    /// Idle instances kept per plugin, at most; a plugin keeps no more than its `max_concurrency`.
+    /// The default keeps that many: an instance made for a burst of concurrent calls stays for
+    /// the next burst, so an interpreter-based plugin (whose fresh instance costs 1–3 ms, against
+    /// tens of µs for a call on a kept one) never starts one per call under steady load.
     pub idle_instances: usize,
     /// Calls after which an instance is retired.
     pub calls_per_instance: u32,
@@ -45,7 +48,7 @@ pub struct PoolPolicy {
 impl Default for PoolPolicy {
     fn default() -> Self {
         Self {
-            idle_instances: 8,
+            idle_instances: Limits::MAX_CONCURRENCY as usize,
             calls_per_instance: 1_000,
         }
     }
