@@ -762,11 +762,17 @@ async fn claims_failing_after_their_turns_marks_lose_nothing_and_count_nothing_t
     config.database.url = Some(format!("{}?options[statement_timeout]=500", db.url));
     fail_every_other_claim(&db, fault).await;
     let host = TestHost::start(&config).await;
-    let rows = 200;
-    for seq in 0..rows {
-        db.publish(webhook_entry(&stub, &format!("agg-{}", seq % 10), seq))
-            .await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    // One aggregate's ten rows at a time: each turn marks a head and claims the next row of its
+    // aggregate. Spaced so the observer's lines stay within a plugin's log budget (100 a second).
+    let rows = 100;
+    for aggregate in 0..10 {
+        let mut tx = db.pool.begin().await.unwrap();
+        for seq in aggregate * 10..aggregate * 10 + 10 {
+            let e = webhook_entry(&stub, &format!("agg-{aggregate}"), seq);
+            db.outbox().publish(&mut tx, e).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     wait_until(
         "every row is published",
@@ -781,7 +787,7 @@ async fn claims_failing_after_their_turns_marks_lose_nothing_and_count_nothing_t
         ))
         .await;
     println!("claim statements failed after their turn's marks: {failed_claims}");
-    assert!(failed_claims >= 5, "claims failed ({failed_claims})");
+    assert!(failed_claims >= 3, "claims failed ({failed_claims})");
     assert_each_aggregate_once_in_id_order(&stub, 10, rows);
     let published = metric(
         &host,

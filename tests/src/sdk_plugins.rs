@@ -52,7 +52,7 @@ impl Language {
 
     /// The file whose presence says the language's toolchain is installed.
     fn toolchain_marker(self) -> PathBuf {
-        let toolchains = std::env::var_os("OUTBOX_TOOLCHAINS")
+        let toolchains = std::env::var_os("PLUGIN_TOOLCHAINS")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
                 PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
