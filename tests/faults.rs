@@ -1,7 +1,6 @@
 //! Faults around the real `outbox-host` binary, each under a steady load and bounded in time: what
 //! an operator's environment can do to the process must never lose or repeat a delivery.
 
-use outbox_host::admin::client;
 use outbox_host::api::OutboxEntry;
 use outbox_host::config::Config;
 use outbox_host::relay::LISTENER_APPLICATION_NAME;
@@ -148,18 +147,6 @@ async fn stop_the_load_then_the_host_losing_nothing(
     assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
 }
 
-/// `outbox_log_lines_dropped_total` as the admin endpoint reports it.
-async fn dropped_log_lines(metrics_url: &str) -> f64 {
-    let body = client::get(metrics_url)
-        .await
-        .expect("the admin endpoint answers");
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|line| line.strip_prefix("outbox_log_lines_dropped_total "))
-        .and_then(|value| value.parse().ok())
-        .expect("the metric is exposed")
-}
-
 #[tokio::test]
 async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm_still_exits_0() {
     let db = TestDb::new().await;
@@ -202,7 +189,10 @@ async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm
     .await;
     let metrics = format!("http://127.0.0.1:{admin_port}/metrics");
     wait_until("the lost log lines are counted", DRAIN, || async {
-        dropped_log_lines(&metrics).await > 0.0
+        host::metric(&metrics, "outbox_log_lines_dropped_total")
+            .await
+            .expect("the metric is exposed")
+            > 0.0
     })
     .await;
     stop_the_load_then_the_host_losing_nothing(&db, &receiver, load, process).await;
@@ -399,17 +389,6 @@ async fn plugin_faults_beside_a_steady_load_retry_only_their_own_rows_and_the_ot
     assert_eq!(process.exit_code("SIGTERM", EXIT).await, Some(0));
 }
 
-/// A counter of a host's `/metrics`, 0 when the series is absent.
-async fn counter(admin: &str, series: &str) -> f64 {
-    let body = client::get(&format!("{admin}/metrics"))
-        .await
-        .expect("the admin endpoint answers");
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test]
 async fn three_hosts_under_load_deliver_once_run_maintenance_one_at_a_time_and_recover_a_killed_hosts_rows()
  {
@@ -495,8 +474,13 @@ async fn three_hosts_under_load_deliver_once_run_maintenance_one_at_a_time_and_r
     let recovery = "outbox_maintenance_runs_total{job=\"stale_lease_recovery\",result=";
     let (mut ran, mut skipped) = (0.0, 0.0);
     for (_, admin, _) in &hosts {
-        ran += counter(admin, &format!("{recovery}\"ok\"}}")).await;
-        skipped += counter(admin, &format!("{recovery}\"skipped\"}}")).await;
+        let metrics = format!("{admin}/metrics");
+        ran += host::metric(&metrics, &format!("{recovery}\"ok\"}}"))
+            .await
+            .unwrap_or(0.0);
+        skipped += host::metric(&metrics, &format!("{recovery}\"skipped\"}}"))
+            .await
+            .unwrap_or(0.0);
     }
     println!("lease recovery on the two survivors: {ran} runs, {skipped} skipped for the lock");
     assert!(ran >= 1.0, "lease recovery ran");

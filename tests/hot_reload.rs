@@ -2,7 +2,6 @@
 //! replaced, broken and removed while the host runs, and it behaves as a restart with the same
 //! directory would.
 
-use outbox_host::admin::client;
 use outbox_host::api::OutboxEntry;
 use outbox_host::plugins::{PluginSet, PluginState};
 use outbox_tests::db::{TestDb, entry};
@@ -64,17 +63,6 @@ fn state_of(set: &PluginSet, file: &Path) -> Option<PluginState> {
     set.statuses()
         .find(|status| status.file == file)
         .map(|status| status.state)
-}
-
-/// The value of the sample `series` (name and labels, as exposed) on the host's `/metrics`.
-async fn metric(host: &TestHost, series: &str) -> f64 {
-    let body = client::get(&host.admin_url("/metrics"))
-        .await
-        .expect("/metrics answers");
-    let text = String::from_utf8(body.to_vec()).expect("UTF-8 metrics");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
 }
 
 /// A host serving NOOP (`noop.wasm`) and OTHER (the scripted plugin as `other.wasm`).
@@ -328,8 +316,8 @@ async fn a_corrupt_file_fails_its_type_closed_while_other_types_go_on() {
 
     publish_rows(&db, "NOOP", 5).await;
     assert_noop_waits_while_other_goes_on(&db, 5).await;
-    assert_eq!(metric(&host, "outbox_plugins{state=\"failed\"}").await, 1.0);
-    assert!(metric(&host, "outbox_plugin_reload_failures_total").await >= 1.0);
+    assert_eq!(host.metric("outbox_plugins{state=\"failed\"}").await, 1.0);
+    assert!(host.metric("outbox_plugin_reload_failures_total").await >= 1.0);
     host.stop().await;
 }
 
@@ -346,8 +334,8 @@ async fn fixing_a_corrupt_file_resumes_its_type() {
         published(&db, "NOOP").await == 5
     })
     .await;
-    assert_eq!(metric(&host, "outbox_plugins{state=\"failed\"}").await, 0.0);
-    assert!(metric(&host, "outbox_plugin_reloads_total").await >= 1.0);
+    assert_eq!(host.metric("outbox_plugins{state=\"failed\"}").await, 0.0);
+    assert!(host.metric("outbox_plugin_reloads_total").await >= 1.0);
     host.stop().await;
 }
 
@@ -512,7 +500,7 @@ async fn a_half_written_plugin_file_is_never_loaded() {
         "late.wasm was never in another state"
     );
     assert_eq!(
-        metric(&host, "outbox_plugin_reload_failures_total").await,
+        host.metric("outbox_plugin_reload_failures_total").await,
         0.0
     );
     host.stop().await;

@@ -789,11 +789,9 @@ async fn claims_failing_after_their_turns_marks_lose_nothing_and_count_nothing_t
     println!("claim statements failed after their turn's marks: {failed_claims}");
     assert!(failed_claims >= 3, "claims failed ({failed_claims})");
     assert_each_aggregate_once_in_id_order(&stub, 10, rows);
-    let published = metric(
-        &host,
-        "outbox_published_total{destination_type=\"WEBHOOK\"}",
-    )
-    .await;
+    let published = host
+        .metric("outbox_published_total{destination_type=\"WEBHOOK\"}")
+        .await;
     assert_eq!(published, rows as f64, "each outcome is counted once");
     wait_until("the observer has seen every outcome", SETTLE, || async {
         log_capture::lines_of(&recorder)
@@ -830,15 +828,4 @@ async fn claims_whose_connection_is_killed_after_their_turns_marks_lose_nothing_
         ClaimFault::KilledConnection,
     )
     .await;
-}
-
-/// The value of the sample `series` (name and labels, as exposed) on the host's `/metrics`.
-async fn metric(host: &TestHost, series: &str) -> f64 {
-    let body = outbox_host::admin::client::get(&host.admin_url("/metrics"))
-        .await
-        .expect("/metrics answers");
-    let text = String::from_utf8(body.to_vec()).expect("UTF-8 metrics");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
 }

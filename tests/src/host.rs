@@ -16,6 +16,17 @@ pub fn state_dir() -> PathBuf {
     std::env::temp_dir().join("outbox-tests-state")
 }
 
+/// The value of the sample `series` (name and labels, as exposed) at `metrics_url`; `None` when the
+/// series is absent.
+pub async fn metric(metrics_url: &str, series: &str) -> Option<f64> {
+    let body = outbox_host::admin::client::get(metrics_url)
+        .await
+        .expect("the admin endpoint answers");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -59,6 +70,13 @@ impl TestHost {
 
     pub fn admin_url(&self, path: &str) -> String {
         format!("http://{}{path}", self.service.admin_addr())
+    }
+
+    /// The value of the sample `series` (name and labels, as exposed) on this host's `/metrics`.
+    pub async fn metric(&self, series: &str) -> f64 {
+        metric(&self.admin_url("/metrics"), series)
+            .await
+            .unwrap_or_else(|| panic!("no sample {series} on /metrics"))
     }
 
     pub async fn stop(self) {
