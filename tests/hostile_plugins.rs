@@ -95,6 +95,45 @@ async fn an_endless_loop_ends_as_timeout_once_its_limit_has_passed() {
     assert_next_call_works(&hostile).await;
 }
 
+/// CPU time this thread has used, user and system, from `/proc` (in USER_HZ ticks, 100 a second).
+fn thread_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc is mounted");
+    // The fields after the command name, which is in parentheses and may hold spaces: utime and
+    // stime are the 14th and 15th fields of the line.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("a stat line")
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// On a current-thread runtime the guest runs on the test's own thread, so that thread's CPU time
+/// is what the loop took from the machine.
+#[tokio::test(flavor = "current_thread")]
+async fn an_endless_loop_is_held_to_a_fraction_of_a_core_until_its_limit() {
+    let dir = ScratchDir::new("loop-cpu");
+    let set = hostile_set(&dir).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    let before = thread_cpu_time();
+    let result = call(&hostile, "loop", "{}").await;
+    let used = thread_cpu_time() - before;
+    assert_eq!(
+        result,
+        Err(CallError::Timeout {
+            limit_ms: TIMEOUT_MS
+        })
+    );
+    println!("a {TIMEOUT_MS} ms endless loop used {} ms of CPU", used.as_millis());
+    assert!(
+        used < Duration::from_millis(TIMEOUT_MS / 2),
+        "the loop used {} ms of CPU in its {TIMEOUT_MS} ms limit",
+        used.as_millis()
+    );
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn other_calls_go_on_while_a_plugin_loops_on_the_same_thread() {
     let dir = ScratchDir::new("loop-others");

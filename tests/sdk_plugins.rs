@@ -219,15 +219,6 @@ fn row(destination_type: &str, destination: &str, n: u64) -> OutboxEntry {
     )
 }
 
-async fn wait_for_every_row_to_settle(db: &TestDb) {
-    wait_until("every row is settled", DELIVERY, || async {
-        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state IN ('PENDING', 'PROCESSING')")
-            .await
-            == 0
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_handlers_deliver_rows_through_a_running_host() {
     let receiver = StubServer::start(200).await;
@@ -243,7 +234,7 @@ async fn python_and_javascript_handlers_deliver_rows_through_a_running_host() {
         db.publish(row("CHAT", &receiver.url("/chat"), n)).await;
         db.publish(row("ROUTER", "anywhere", n)).await;
     }
-    wait_for_every_row_to_settle(&db).await;
+    db.wait_until_settled(DELIVERY).await;
     assert_eq!(db.count("PUBLISHED").await, 2 * ROWS as i64);
 
     let requests = receiver.requests();
@@ -326,7 +317,7 @@ async fn the_javascript_router_hot_reloads_under_load_without_losing_a_row() {
     })
     .await;
     let rows = load.stop().await;
-    wait_for_every_row_to_settle(&db).await;
+    db.wait_until_settled(DELIVERY).await;
 
     assert_eq!(db.count("DEAD_LETTER").await, 0, "nothing dead-lettered");
     assert_eq!(

@@ -6,7 +6,7 @@ use outbox_host::repository::OutboxRepository;
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::OnceCell;
 
 /// `DATABASE_URL`, else the local server's `test` database.
@@ -142,6 +142,18 @@ impl TestDb {
             "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
         ))
         .await
+    }
+
+    /// Waits, at most `bound`, until no row is left to relay (none PENDING or PROCESSING).
+    pub async fn wait_until_settled(&self, bound: Duration) {
+        crate::host::wait_until("every row is settled", bound, || async {
+            self.scalar::<i64>(
+                "SELECT count(*) FROM {outbox} WHERE state IN ('PENDING', 'PROCESSING')",
+            )
+            .await
+                == 0
+        })
+        .await;
     }
 
     /// Puts row `id` in the state the relay leaves a dead letter in: three attempts made, the error

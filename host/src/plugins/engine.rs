@@ -20,7 +20,7 @@ use crate::plugins::sandbox::StoreState;
 
 /// How often the epoch advances: a guest that never yields gives the executor back this often, and
 /// a call ends at most this long after its deadline.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// What one component instance may hold of the engine's pool. The pool is sized by these per
 /// component instance, so no component can take the slots of others: it runs out of component

@@ -5,6 +5,9 @@
 //! running guest yields to the async executor (so a guest that never yields cannot stall a tokio
 //! worker) and is interrupted once the deadline has passed. Time spent in host calls (an HTTP
 //! request) is bounded by the caller's `tokio::time::timeout` with the same limit.
+//! CPU: a call that has computed through [`FULL_SPEED_TICKS`] ticks is a runaway or a heavy job;
+//! from then on it sleeps [`THROTTLED_SLEEP_TICKS`] ticks after each tick it runs, so an endless
+//! loop takes a fraction of a core until its time limit instead of a whole one from other plugins.
 //! Memory: the store's limiter counts every linear memory of the instance against the plugin's limit
 //! and turns a growth past it into a trap, remembered so the call ends as `memory`.
 
@@ -21,9 +24,15 @@ use crate::plugins::capabilities::http::{HttpGate, HttpSender, NetworkSender};
 use crate::plugins::capabilities::kafka::KafkaGate;
 use crate::plugins::capabilities::log::{LogSink, PluginLog};
 use crate::plugins::capabilities::wasi::sandboxed_context;
-use crate::plugins::engine::PluginEngine;
+use crate::plugins::engine::{EPOCH_TICK, PluginEngine};
 use crate::plugins::error::CallError;
 use crate::plugins::manifest::{Limits, Manifest};
+
+/// Ticks a call computes at full speed before it is throttled: far more than a well-behaved
+/// call needs (measured calls take microseconds to a few milliseconds).
+const FULL_SPEED_TICKS: u32 = 5;
+/// Ticks a throttled call sleeps after each tick it runs: a quarter of a core at most.
+const THROTTLED_SLEEP_TICKS: u32 = 3;
 
 /// The services a plugin's capabilities are backed by: the real host's, or the mock runner's.
 #[derive(Clone)]
@@ -109,17 +118,27 @@ impl Sandbox {
                 exceeded: false,
             },
             deadline: Instant::now(),
+            ticks_computed: 0,
             timed_out: false,
         };
         let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|state| &mut state.memory);
         store.epoch_deadline_callback(|mut context| {
             let state = context.data_mut();
-            if Instant::now() < state.deadline {
+            let now = Instant::now();
+            if now >= state.deadline {
+                state.timed_out = true;
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            state.ticks_computed += 1;
+            if state.ticks_computed <= FULL_SPEED_TICKS {
                 return Ok(UpdateDeadline::Yield(1));
             }
-            state.timed_out = true;
-            Ok(UpdateDeadline::Interrupt)
+            let pause = (EPOCH_TICK * THROTTLED_SLEEP_TICKS).min(state.deadline - now);
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::time::sleep(pause)),
+            ))
         });
         store
     }
@@ -127,7 +146,9 @@ impl Sandbox {
     /// Starts the clock of one call (or instantiation) and returns its time limit.
     pub(crate) fn arm(&self, store: &mut Store<StoreState>) -> Duration {
         let limit = self.grants.limits.timeout();
-        store.data_mut().deadline = Instant::now() + limit;
+        let state = store.data_mut();
+        state.deadline = Instant::now() + limit;
+        state.ticks_computed = 0;
         store.set_epoch_deadline(1);
         limit
     }
@@ -187,6 +208,8 @@ pub(crate) struct StoreState {
     pub(crate) kafka: KafkaGate,
     memory: MemoryLimiter,
     deadline: Instant,
+    /// Epoch ticks in which the current call was computing, for the CPU throttle.
+    ticks_computed: u32,
     timed_out: bool,
 }
 
