@@ -126,7 +126,10 @@ async fn an_endless_loop_is_held_to_a_fraction_of_a_core_until_its_limit() {
             limit_ms: TIMEOUT_MS
         })
     );
-    println!("a {TIMEOUT_MS} ms endless loop used {} ms of CPU", used.as_millis());
+    println!(
+        "a {TIMEOUT_MS} ms endless loop used {} ms of CPU",
+        used.as_millis()
+    );
     assert!(
         used < Duration::from_millis(TIMEOUT_MS / 2),
         "the loop used {} ms of CPU in its {TIMEOUT_MS} ms limit",

@@ -50,9 +50,13 @@ async fn plugin_faults_beside_a_steady_load_retry_only_their_own_rows_and_the_ot
     let mut process = HostProcess::run(BINARY, &config, "error", Stdio::null(), Stdio::inherit());
     // The pace without faults is measured once the host has caught up with the load, so it is the
     // load's pace, not a start-up backlog being drained.
-    wait_until("the host keeps up with the load", Duration::from_secs(60), || async {
-        db.count("PUBLISHED").await >= 500 && db.count("PENDING").await < (LOAD / 5) as i64
-    })
+    wait_until(
+        "the host keeps up with the load",
+        Duration::from_secs(60),
+        || async {
+            db.count("PUBLISHED").await >= 500 && db.count("PENDING").await < (LOAD / 5) as i64
+        },
+    )
     .await;
     let window = Duration::from_secs(8);
     let without_faults = webhook_rows_per_second(&db, window).await;

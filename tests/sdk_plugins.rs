@@ -3,6 +3,7 @@
 //! granted), each delivering rows through a running host on real PostgreSQL to a local HTTP
 //! receiver, and one hot-reloaded under load with no row lost.
 
+use outbox_host::admin::PluginsPage;
 use outbox_host::api::OutboxEntry;
 use outbox_tests::db::TestDb;
 use outbox_tests::host::{self, TestHost, wait_until};
@@ -278,6 +279,99 @@ async fn python_and_javascript_handlers_deliver_rows_through_a_running_host() {
             .any(|line| line.contains("after 40 events"))
     })
     .await;
+    host.stop().await;
+}
+
+/// The state of `file_name` on the host's `/plugins`, if it is listed.
+async fn plugin_state(host: &TestHost, file_name: &str) -> Option<String> {
+    let body = outbox_host::admin::client::get(&host.admin_url("/plugins"))
+        .await
+        .expect("/plugins answers");
+    let page: PluginsPage = serde_json::from_slice(&body).expect("/plugins is JSON");
+    page.plugins
+        .into_iter()
+        .find(|plugin| plugin.file.ends_with(file_name))
+        .map(|plugin| plugin.state)
+}
+
+/// Compiling a Python component takes seconds. The relay goes on meanwhile, and `/plugins` shows
+/// the file as compiling until it is loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_dropped_into_a_running_host_shows_as_compiling_while_the_relay_goes_on() {
+    let receiver = StubServer::start(200).await;
+    let Some(chat) = CHAT_WEBHOOK.component() else {
+        return;
+    };
+    let db = TestDb::new().await;
+    let plugins = ScratchDir::new("sdk-compiling");
+    plugins.add_plugin("noop", outbox_tests::plugins::NOOP);
+    // A state directory of its own: the component is not in the shared compiled-component cache.
+    let state = ScratchDir::new("sdk-compiling-state");
+    let mut config = host::config(&db, plugins.path());
+    config.plugins.state_dir = Some(state.path().join("state"));
+    let host = TestHost::start(&config).await;
+    let load = SteadyLoad::start(db.pool.clone(), db.outbox(), 200, |n| {
+        row("NOOP", "anywhere", n)
+    });
+    wait_until("the relay publishes", DELIVERY, || async {
+        db.count("PUBLISHED").await > 0
+    })
+    .await;
+
+    plugins.deploy(
+        "chat-webhook.toml",
+        format!(
+            "[http]\nallowed_hosts = [\"{}\"]\n[limits]\ntimeout_ms = 20000\n",
+            receiver.origin()
+        )
+        .as_bytes(),
+    );
+    plugins.deploy_plugin("chat-webhook", path_str(&chat));
+    let deadline = tokio::time::Instant::now() + LOAD;
+    let mut published_while_compiling: Option<(i64, i64)> = None;
+    loop {
+        match plugin_state(&host, "chat-webhook.wasm").await.as_deref() {
+            Some("loaded") => break,
+            Some("compiling") => {
+                let published = db.count("PUBLISHED").await;
+                let first = published_while_compiling.map_or(published, |(first, _)| first);
+                published_while_compiling = Some((first, published));
+            }
+            _ => {}
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chat webhook is loaded within {LOAD:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (first, last) = published_while_compiling.expect("/plugins showed the file as compiling");
+    println!(
+        "NOOP rows published while the chat webhook compiled: {}",
+        last - first
+    );
+    assert!(
+        last > first,
+        "the relay publishes while a component compiles"
+    );
+
+    db.publish(row("CHAT", &receiver.url("/chat"), 1)).await;
+    let rows = load.stop().await;
+    db.wait_until_settled(DELIVERY).await;
+    assert_eq!(
+        db.count("PUBLISHED").await,
+        rows as i64 + 1,
+        "every row published"
+    );
+    assert_eq!(
+        receiver
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/chat")
+            .count(),
+        1,
+        "the new plugin delivers"
+    );
     host.stop().await;
 }
 

@@ -114,6 +114,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let admin_state = AdminState::new(
         repository.clone(),
         plugins.clone(),
+        engine.compiling().clone(),
         metrics.clone(),
         readiness,
         config.admin.token.clone(),

@@ -14,7 +14,7 @@ pub use readiness::Readiness;
 
 use crate::config::AdminToken;
 use crate::metrics::Metrics;
-use crate::plugins::PluginSet;
+use crate::plugins::{Compiling, PluginSet};
 use crate::repository::OutboxRepository;
 use axum::Router;
 use axum::extract::State;
@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub struct AdminState {
     pub repository: OutboxRepository,
     pub plugins: watch::Receiver<Arc<PluginSet>>,
+    pub compiling: Compiling,
     pub metrics: Metrics,
     pub readiness: Readiness,
     token: Option<AdminToken>,
@@ -40,6 +41,7 @@ impl AdminState {
     pub fn new(
         repository: OutboxRepository,
         plugins: watch::Receiver<Arc<PluginSet>>,
+        compiling: Compiling,
         metrics: Metrics,
         readiness: Readiness,
         token: Option<AdminToken>,
@@ -47,6 +49,7 @@ impl AdminState {
         AdminState {
             repository,
             plugins,
+            compiling,
             metrics,
             readiness,
             token,
@@ -100,5 +103,5 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
 
 async fn plugins(State(state): State<AdminState>) -> impl IntoResponse {
     let set = state.plugins.borrow().clone();
-    axum::Json(PluginsPage::of(&set))
+    axum::Json(PluginsPage::of(&set, &state.compiling.files()))
 }

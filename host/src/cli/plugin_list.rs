@@ -150,7 +150,12 @@ fn row(plugin: &PluginStatusJson) -> [String; 8] {
         shown(&plugin.world),
         shown(&plugin.destination_type),
         shown(&plugin.claim_scope),
-        plugin.state.clone(),
+        match plugin.compiling_since {
+            Some(_) if plugin.state != "compiling" => {
+                format!("{} (compiling a new version)", plugin.state)
+            }
+            _ => plugin.state.clone(),
+        },
         loaded_at,
         last_error,
     ]
@@ -170,6 +175,7 @@ mod tests {
             state: state.to_owned(),
             last_error: last_error.map(str::to_owned),
             loaded_at: "2025-03-04T05:06:07.123456789+00:00".to_owned(),
+            compiling_since: None,
         }
     }
 
@@ -205,6 +211,17 @@ mod tests {
                 "-"
             ]
         );
+    }
+
+    #[test]
+    fn a_plugin_compiling_a_new_version_says_so_beside_the_state_of_the_one_serving() {
+        let mut serving = status("router.wasm", "loaded", None);
+        serving.compiling_since = Some("2025-03-04T05:06:08+00:00".to_owned());
+        let mut new = status("chat.wasm", "compiling", None);
+        new.compiling_since = Some("2025-03-04T05:06:08+00:00".to_owned());
+        let text = table(&[new, serving]);
+        assert!(text.contains("  compiling  "), "{text}");
+        assert!(text.contains("loaded (compiling a new version)"), "{text}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::plugins::cache::{CompileSource, ComponentCache, ContentHash};
 use crate::plugins::capabilities;
+use crate::plugins::compiling::Compiling;
 use crate::plugins::error::{LoadError, PluginError};
 use crate::plugins::manifest::Limits;
 use crate::plugins::pool::PoolPolicy;
@@ -81,6 +82,7 @@ struct Inner {
     linker: Linker<StoreState>,
     cache: Option<ComponentCache>,
     pool: PoolPolicy,
+    compiling: Compiling,
     _ticker: EpochTicker,
 }
 
@@ -107,6 +109,7 @@ impl PluginEngine {
                 linker,
                 cache,
                 pool: config.pool,
+                compiling: Compiling::default(),
                 _ticker: ticker,
             }),
         })
@@ -122,6 +125,11 @@ impl PluginEngine {
 
     pub(crate) fn pool_policy(&self) -> PoolPolicy {
         self.inner.pool
+    }
+
+    /// The plugin files this engine is loading now.
+    pub fn compiling(&self) -> &Compiling {
+        &self.inner.compiling
     }
 
     /// Compiles `wasm` (or reads it from the cache) on a blocking thread: compiling a large

@@ -6,7 +6,8 @@
 //!   host capability) and [`cache`], the compiled-component cache on disk;
 //! - [`loader`]: one `<stem>.wasm` plus its [`manifest`], classified by world and pre-instantiated;
 //! - [`registry`]: a whole plugins directory as an immutable [`PluginSet`], and [`watcher`],
-//!   which swaps in a new set when the directory changes (hot reload);
+//!   which swaps in a new set when the directory changes (hot reload); [`compiling`] tells which
+//!   files are loading meanwhile;
 //! - [`handler`] and [`observer`]: what the relay calls; each call runs on an instance from the
 //!   plugin's `pool`, inside the `sandbox` (memory and time limits), with the host
 //!   [`capabilities`] the manifest grants;
@@ -16,6 +17,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod capabilities;
+pub mod compiling;
 pub mod engine;
 pub mod error;
 pub mod handler;
@@ -34,6 +36,7 @@ pub use bindings::{
     PublishOutcome, PublishResult, Scope,
 };
 pub use cache::{CompileSource, ContentHash};
+pub use compiling::Compiling;
 pub use engine::{ComponentCaps, EngineConfig, PluginEngine};
 pub use error::{CallError, LoadError, PluginError};
 pub use handler::{HandlerPlugin, ScopeSummary};

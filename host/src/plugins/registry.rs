@@ -258,6 +258,7 @@ async fn load_entry(
         entry.status.last_error = None;
         return entry;
     }
+    let _compiling = engine.compiling().start(&file);
     match loader::load(engine, &source, &HostServices::default()).await {
         Ok(loaded) => {
             let status = PluginStatus {
