@@ -7,7 +7,7 @@
 //! doorbell and waits (`doorbell.rs`).
 
 use super::claim_scopes::ClaimScopes;
-use super::doorbell::Doorbell;
+use super::doorbell::{Doorbell, LINGER_STEP};
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
@@ -115,13 +115,20 @@ pub(super) async fn run_loop(
                     (Claimed::Full, _) => true,
                     // Listening, the loop claims until it finds nothing, so it waits armed.
                     (Claimed::Some, Some(_)) => true,
+                    (Claimed::Nothing, Some(doorbell)) if doorbell.lingers() => {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(LINGER_STEP) => {}
+                        }
+                        true
+                    }
                     (Claimed::Nothing, Some(doorbell)) => doorbell.arm(repository).await,
                     (Claimed::Some | Claimed::Nothing | Claimed::NoRoom, _) => false,
                 };
                 if let Some(doorbell) = doorbell.as_mut()
                     && matches!(claimed, Claimed::Full | Claimed::Some)
                 {
-                    doorbell.disarm(repository).await;
+                    doorbell.found_rows(repository).await;
                 }
             }
             Err(()) => {

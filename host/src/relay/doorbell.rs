@@ -3,6 +3,10 @@
 //!
 //! - a claim that finds nothing arms the doorbell, and the loop claims once more before it waits:
 //!   rows committed before the doorbell was armed rang nothing, and that claim finds them;
+//! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead
+//!   of arming: a loop that keeps up with a steady load finds nothing between rows, and arming then
+//!   (which briefly holds back the committing inserts) and being rung by every commit would cost the
+//!   applications more than a few extra claims cost the relay;
 //! - a claim that finds rows disarms it: while the loop keeps finding work, the applications' commits
 //!   notify no one;
 //! - while the loop waits, each poll re-arms it, so the lease (a few polling intervals) never ends
@@ -14,6 +18,10 @@
 use crate::repository::OutboxRepository;
 use std::time::{Duration, Instant};
 
+/// How long after its last rows a loop that finds nothing looks again instead of arming.
+const LINGER: Duration = Duration::from_millis(20);
+/// How often a lingering loop looks again; a row waits at most this long for it.
+pub(super) const LINGER_STEP: Duration = Duration::from_millis(2);
 /// The shortest lease, for very short polling intervals.
 const MIN_LEASE: Duration = Duration::from_secs(2);
 /// Polling intervals a lease outlives: a busy machine may delay a poll or two.
@@ -26,6 +34,8 @@ pub(super) struct Doorbell {
     lease: Duration,
     /// When this loop last armed its doorbell; `None` while it is not armed.
     armed_at: Option<Instant>,
+    /// When this loop's claim last found rows.
+    last_rows_at: Option<Instant>,
 }
 
 impl Doorbell {
@@ -35,7 +45,15 @@ impl Doorbell {
             refresh: polling_interval / 2,
             lease: (polling_interval * LEASE_INTERVALS).max(MIN_LEASE),
             armed_at: None,
+            last_rows_at: None,
         }
+    }
+
+    /// After a claim that found nothing: whether the loop found rows so recently that it should
+    /// look again after [`LINGER_STEP`] rather than arm.
+    pub fn lingers(&self) -> bool {
+        self.last_rows_at
+            .is_some_and(|found| found.elapsed() < LINGER)
     }
 
     /// After a claim that found nothing: arms the doorbell unless it was armed since the last poll.
@@ -59,6 +77,12 @@ impl Doorbell {
                 false
             }
         }
+    }
+
+    /// After a claim that found rows: disarms, and the next claims that find nothing linger.
+    pub async fn found_rows(&mut self, repository: &OutboxRepository) {
+        self.last_rows_at = Some(Instant::now());
+        self.disarm(repository).await;
     }
 
     /// After a claim that found rows, and at shutdown. A failure is logged and the loop tries again
