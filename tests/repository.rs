@@ -4,7 +4,7 @@
 use chrono::{Duration as Delta, Utc};
 use outbox_host::repository::{
     ClaimScope, ClaimScopeError, ClaimScopeFailure, Claims, MAX_LAST_ERROR_CHARS, Mark,
-    RelayCapabilities, RepositoryError,
+    RelayCapabilities, RepositoryError, TurnCommit,
 };
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
@@ -710,6 +710,43 @@ async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_
     assert_eq!(ids(&cycle.claimed), vec![a]);
     assert_eq!(db.state_of(id).await, "PUBLISHED");
     assert_eq!(db.count("PENDING").await, 1);
+}
+
+/// `synchronous_commit` as a turn of `mark_and_claim` saw it.
+async fn synchronous_commit_in_a_turn(turn_commit: TurnCommit) -> String {
+    let db = TestDb::new().await;
+    db.note_synchronous_commit_of_marks().await;
+    let id = claimed_row(&db).await;
+    let cycle = db
+        .repository()
+        .with_turn_commit(turn_commit)
+        .mark_and_claim(
+            NODE,
+            &[Mark::Published { id }],
+            Claims::OfOwner,
+            10,
+            &all(&["A"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cycle.owned, vec![true]);
+    db.synchronous_commit_of_marks().await.remove(0)
+}
+
+#[tokio::test]
+async fn an_asynchronous_turn_commits_without_waiting_for_the_disk() {
+    assert_eq!(
+        synchronous_commit_in_a_turn(TurnCommit::Asynchronous).await,
+        "off"
+    );
+}
+
+#[tokio::test]
+async fn a_durable_turn_commits_as_the_server_says() {
+    assert_eq!(
+        synchronous_commit_in_a_turn(TurnCommit::Durable).await,
+        "on"
+    );
 }
 
 // --- lease recovery -------------------------------------------------------------------------------

@@ -103,6 +103,35 @@ async fn plugins_lists_every_file_with_its_state() {
     host.stop().await;
 }
 
+/// The settings of `synchronous_commit` the host's marks ran with, `relay.synchronous_commit` as given.
+async fn synchronous_commit_of_the_hosts_marks(synchronous_commit: bool) -> Vec<String> {
+    let db = TestDb::new().await;
+    db.note_synchronous_commit_of_marks().await;
+    let dir = noop_dir("turn-commit");
+    let mut config = host::config(&db, dir.path());
+    config.relay.synchronous_commit = synchronous_commit;
+    let host = TestHost::start(&config).await;
+    for _ in 0..5 {
+        db.publish(entry("NOOP", "x")).await;
+    }
+    wait_until("every row is published", SETTLE, || async {
+        db.count("PUBLISHED").await == 5
+    })
+    .await;
+    host.stop().await;
+    db.synchronous_commit_of_marks().await
+}
+
+#[tokio::test]
+async fn the_relays_turns_commit_asynchronously_by_default() {
+    assert_eq!(synchronous_commit_of_the_hosts_marks(false).await, ["off"]);
+}
+
+#[tokio::test]
+async fn relay_synchronous_commit_makes_the_relays_turns_durable() {
+    assert_eq!(synchronous_commit_of_the_hosts_marks(true).await, ["on"]);
+}
+
 #[tokio::test]
 async fn stale_lease_recovery_runs_on_its_schedule() {
     let db = TestDb::new().await;

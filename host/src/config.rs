@@ -143,6 +143,10 @@ pub struct RelayConfig {
     /// `/readyz` fails when a relay loop has completed no turn for this long (an idle loop still
     /// turns every polling interval, so this must exceed `polling_interval_ms`).
     pub stalled_after_ms: u64,
+    /// Whether a relay turn (its marks and its claim) waits for its commit to reach the disk. Off:
+    /// the application's row was committed durably already, and a turn lost in a PostgreSQL crash
+    /// only means its rows are delivered again, which at-least-once allows.
+    pub synchronous_commit: bool,
     /// This node's identity in `claimed_by`; default: host name and process id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
@@ -162,6 +166,7 @@ impl Default for RelayConfig {
             max_in_flight: 64,
             shutdown_grace_ms: 10_000,
             stalled_after_ms: 30_000,
+            synchronous_commit: false,
             node_id: None,
         }
     }

@@ -10,7 +10,7 @@ use crate::plugins::{
     EngineConfig, PluginEngine, PluginError, PluginSet, PluginWatcher, WatchSettings, watcher,
 };
 use crate::relay::{Relay, RelayProgress, RelaySettings};
-use crate::repository::OutboxRepository;
+use crate::repository::{OutboxRepository, TurnCommit};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -78,7 +78,12 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let node_options =
         options.application_name(&format!("{APPLICATION_NAME} {}", relay_settings.node_id));
     let pool = database::connect(node_options, config.database.max_connections).await?;
-    let repository = OutboxRepository::new(pool, Tables::new(schema));
+    let turn_commit = if config.relay.synchronous_commit {
+        TurnCommit::Durable
+    } else {
+        TurnCommit::Asynchronous
+    };
+    let repository = OutboxRepository::new(pool, Tables::new(schema)).with_turn_commit(turn_commit);
     let metrics = Metrics::new();
     let cache_dir = config.plugins.cache_dir();
     if cache_dir.is_none() {

@@ -144,6 +144,36 @@ impl TestDb {
         .await
     }
 
+    /// Installs a trigger noting `synchronous_commit` as each mark that publishes a row sees it
+    /// (read back with [`TestDb::synchronous_commit_of_marks`]).
+    pub async fn note_synchronous_commit_of_marks(&self) {
+        let schema = &self.schema;
+        self.execute(&format!(
+            "CREATE TABLE {schema}.synchronous_commit_seen (setting text)"
+        ))
+        .await;
+        self.execute(&format!(
+            "CREATE FUNCTION {schema}.note_synchronous_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+               INSERT INTO {schema}.synchronous_commit_seen VALUES (current_setting('synchronous_commit')); \
+               RETURN NEW; END; $$"
+        ))
+        .await;
+        self.execute(&format!(
+            "CREATE TRIGGER note_synchronous_commit BEFORE UPDATE ON {{outbox}} FOR EACH ROW \
+             WHEN (NEW.state = 'PUBLISHED') EXECUTE FUNCTION {schema}.note_synchronous_commit()"
+        ))
+        .await;
+    }
+
+    /// The distinct settings the marks noted since [`TestDb::note_synchronous_commit_of_marks`].
+    pub async fn synchronous_commit_of_marks(&self) -> Vec<String> {
+        self.scalar(&format!(
+            "SELECT coalesce(array_agg(DISTINCT setting), '{{}}') FROM {}.synchronous_commit_seen",
+            self.schema
+        ))
+        .await
+    }
+
     /// Waits, at most `bound`, until no row is left to relay (none PENDING or PROCESSING).
     pub async fn wait_until_settled(&self, bound: Duration) {
         crate::host::wait_until("every row is settled", bound, || async {

@@ -36,7 +36,8 @@ impl OutboxRepository {
     /// Records `marks` and claims the next batch in one transaction: one commit instead of two, and
     /// the claim already sees the rows just marked, so the next row of each finished aggregate is
     /// claimable at once. If any mark is refused, nothing of the turn is recorded or claimed: the
-    /// caller then records the marks on their own ([`OutboxRepository::mark_batch`]).
+    /// caller then records the marks on their own ([`OutboxRepository::mark_batch`]). Commits as
+    /// [`OutboxRepository::with_turn_commit`] set.
     pub async fn mark_and_claim(
         &self,
         claimed_by: &str,
@@ -55,7 +56,7 @@ impl OutboxRepository {
                 claimed: Vec::new(),
             });
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin(self.turn_commit).await?;
         let owned = record_marks(&mut tx, &self.sql, claimed_by, marks, claims).await?;
         let claimed = match filter {
             Some((sql, binds)) => {

@@ -1,7 +1,9 @@
 //! The doorbells idle relays arm so that inserting transactions notify them (migration 0002): one
-//! row per relay loop, so one loop disarming never silences another that waits.
+//! row per relay loop, so one loop disarming never silences another that waits. A doorbell change
+//! commits without waiting for the disk: losing one in a crash only means the relay waits for its
+//! poll until it arms again.
 
-use super::{OutboxRepository, RepositoryError};
+use super::{OutboxRepository, RepositoryError, TurnCommit};
 use std::time::Duration;
 
 /// How long arming waits for the commits that looked at the doorbell before it was armed. Those are
@@ -19,7 +21,7 @@ impl OutboxRepository {
     /// armed. So when this returns, every row is either visible to the relay's next claim or rings.
     pub async fn arm_doorbell(&self, relay: &str, lease: Duration) -> Result<(), RepositoryError> {
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-        let mut tx = self.begin_doorbell_change().await?;
+        let mut tx = self.begin(TurnCommit::Asynchronous).await?;
         sqlx::query(&format!("SET LOCAL lock_timeout = '{ARMING_WAIT}'"))
             .execute(&mut *tx)
             .await?;
@@ -37,24 +39,12 @@ impl OutboxRepository {
 
     /// Disarms `relay`'s doorbell: commits stop notifying on its behalf.
     pub async fn disarm_doorbell(&self, relay: &str) -> Result<(), RepositoryError> {
-        let mut tx = self.begin_doorbell_change().await?;
+        let mut tx = self.begin(TurnCommit::Asynchronous).await?;
         sqlx::query(&self.sql.disarm_doorbell)
             .bind(relay)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(())
-    }
-
-    /// A doorbell change commits without waiting for the disk: losing one in a crash only means the
-    /// relay waits for its poll until it arms again.
-    async fn begin_doorbell_change(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, RepositoryError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET LOCAL synchronous_commit = off")
-            .execute(&mut *tx)
-            .await?;
-        Ok(tx)
     }
 }

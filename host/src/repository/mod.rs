@@ -44,19 +44,54 @@ pub enum RepositoryError {
     MarksWithoutClaims,
 }
 
+/// Whether the relay's own bookkeeping transactions wait for the disk at commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnCommit {
+    /// `synchronous_commit` as the server sets it.
+    Durable,
+    /// `SET LOCAL synchronous_commit = off`: a crash of PostgreSQL may lose the last turns, whose
+    /// rows are then delivered again; the host's own crash loses nothing more.
+    Asynchronous,
+}
+
 /// The relay's view of the store. Cheap to clone; statements are built once for the schema.
 #[derive(Clone, Debug)]
 pub struct OutboxRepository {
     pool: PgPool,
     sql: Arc<Statements>,
+    turn_commit: TurnCommit,
 }
 
 impl OutboxRepository {
+    /// A repository whose relay turns commit durably; see [`OutboxRepository::with_turn_commit`].
     pub fn new(pool: PgPool, tables: Tables) -> Self {
         OutboxRepository {
             pool,
             sql: Arc::new(Statements::new(tables)),
+            turn_commit: TurnCommit::Durable,
         }
+    }
+
+    /// How [`OutboxRepository::mark_and_claim`] commits.
+    pub fn with_turn_commit(self, turn_commit: TurnCommit) -> Self {
+        OutboxRepository {
+            turn_commit,
+            ..self
+        }
+    }
+
+    /// A transaction committing as `commit` says.
+    async fn begin(
+        &self,
+        commit: TurnCommit,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        if commit == TurnCommit::Asynchronous {
+            sqlx::query("SET LOCAL synchronous_commit = off")
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(tx)
     }
 
     pub fn pool(&self) -> &PgPool {
