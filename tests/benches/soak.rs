@@ -11,14 +11,13 @@
 //! the fault tests do).
 
 use outbox_host::api::OutboxEntry;
-use outbox_tests::binary::{HostProcess, write_config};
+use outbox_tests::binary::HostProcess;
 use outbox_tests::db::TestDb;
-use outbox_tests::host;
+use outbox_tests::fault_load::webhook_host;
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::load::SteadyLoad;
 use outbox_tests::own_server::OwnServer;
 use outbox_tests::plugins;
-use outbox_tests::scratch::ScratchDir;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
@@ -54,21 +53,11 @@ async fn main() {
     let db = TestDb::at(server.url()).await;
     let receiver = StubServer::start(200).await;
     receiver.fail_every(20);
-    let dir = ScratchDir::new("soak");
-    dir.add_plugin("webhook", plugins::WEBHOOK);
-    dir.add_manifest(
-        "webhook",
-        &format!(
-            "[http]\nallowed_hosts = [\"{}\"]\n[limits]\ntimeout_ms = 20000\n",
-            receiver.origin()
-        ),
-    );
+    let (dir, config_path) = webhook_host(&db, &receiver, "soak", |config| {
+        config.relay.lease_timeout_ms = 10_000;
+        config.maintenance.stale_lease_recovery_cron = "*/5 * * * * *".to_owned();
+    });
     dir.add_plugin("noop", plugins::NOOP);
-    let mut config = host::config(&db, dir.path());
-    config.relay.lease_timeout_ms = 10_000;
-    config.maintenance.stale_lease_recovery_cron = "*/5 * * * * *".to_owned();
-    let config_path = dir.path().join("host.conf");
-    write_config(&config, &config_path);
 
     let hook = receiver.url("/hook");
     let load = SteadyLoad::start(db.pool.clone(), db.outbox(), rate, move |n| {
