@@ -102,10 +102,7 @@ async fn claim_scope_calls_are_counted_apart_from_publishes() {
     );
 
     let id = db.publish(db::entry("SCRIPTED", "somewhere")).await;
-    wait_until("the row is published", Duration::from_secs(30), || async {
-        db.state_of(id).await == "PUBLISHED"
-    })
-    .await;
+    db.wait_until_published(id, Duration::from_secs(30)).await;
     let page = scrape(&host).await;
     assert_eq!(
         value(&page, &format!("outbox_plugin_calls_total{labels}")),

@@ -8,7 +8,7 @@
 use outbox_host::api::OutboxEntry;
 use outbox_host::plugins::PluginSet;
 use outbox_tests::db::TestDb;
-use outbox_tests::host::{self, TestHost, wait_until};
+use outbox_tests::host::{self, TestHost};
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::scratch::ScratchDir;
 use outbox_tests::sdk_plugins::Language;
@@ -252,15 +252,8 @@ async fn the_sdk_walkthrough_goes_from_an_empty_folder_to_a_delivered_row() {
         "'{\"order_id\": \"o-42\", \"total_cents\": 990}'",
     );
     let id: i64 = db.scalar(&insert).await;
-    wait_until("the row is published", Duration::from_secs(60), || async {
-        db.state_of(id).await == "PUBLISHED"
-    })
-    .await;
-    let carrier_id: String = db
-        .scalar(&format!(
-            "SELECT carrier_id::text FROM {{outbox}} WHERE id = {id}"
-        ))
-        .await;
+    db.wait_until_published(id, Duration::from_secs(60)).await;
+    let carrier_id: String = db.carrier_id(id).await;
     assert_eq!(carrier_id.as_bytes()[14], b'7', "a UUIDv7: {carrier_id}");
     let max_attempts: i32 = db
         .scalar(&format!(
@@ -371,15 +364,8 @@ async fn follow_the_sdk_guide(
             serde_json::json!({"order_id": "o-42"}),
         ))
         .await;
-    wait_until("the row is published", Duration::from_secs(60), || async {
-        db.state_of(id).await == "PUBLISHED"
-    })
-    .await;
-    let carrier_id: String = db
-        .scalar(&format!(
-            "SELECT carrier_id::text FROM {{outbox}} WHERE id = {id}"
-        ))
-        .await;
+    db.wait_until_published(id, Duration::from_secs(60)).await;
+    let carrier_id: String = db.carrier_id(id).await;
     let requests = stub.requests();
     let request = requests.last().expect("the plugin posted to the receiver");
     assert_eq!(request.method, "POST");

@@ -285,10 +285,7 @@ async fn median_pickup_ms(db: &TestDb, rows: usize) -> f64 {
     let mut latencies = Vec::new();
     for _ in 0..rows {
         let id = db.publish(entry("NOOP", "x")).await;
-        wait_until("the row is published", SETTLE, || async {
-            db.state_of(id).await == "PUBLISHED"
-        })
-        .await;
+        db.wait_until_published(id, SETTLE).await;
         let ms: f64 = db
             .scalar(&format!(
                 "SELECT (EXTRACT(EPOCH FROM published_at - created_at) * 1000)::float8 FROM {{outbox}} WHERE id = {id}"
@@ -377,10 +374,7 @@ async fn a_lost_listen_connection_falls_back_to_polling_then_listens_again() {
     })
     .await;
     let id = db.publish(entry("NOOP", "x")).await;
-    wait_until("a row is still delivered", SETTLE, || async {
-        db.state_of(id).await == "PUBLISHED"
-    })
-    .await;
+    db.wait_until_published(id, SETTLE).await;
     wait_until(
         "the host listens again on a new connection",
         SETTLE,
@@ -552,10 +546,7 @@ async fn a_call_that_outlived_its_lease_cannot_record_against_the_same_nodes_nex
     })
     .await;
     db.repository().reclaim_stale(Duration::ZERO).await.unwrap();
-    wait_until("the row is published", SETTLE, || async {
-        db.state_of(id).await == "PUBLISHED"
-    })
-    .await;
+    db.wait_until_published(id, SETTLE).await;
     let row = db.repository().find(id).await.unwrap().unwrap();
     assert_eq!(row.attempt, 0, "the stale call's failure spent no attempt");
     assert_eq!(row.last_error, None);

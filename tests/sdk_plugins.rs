@@ -200,11 +200,18 @@ fn path_str(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
-async fn wait_for_examples(host: &TestHost) {
+/// A host on a fresh database with the three examples loaded, the handlers granted the returned
+/// receiver; `None` where [`deploy_examples`] skips.
+async fn examples_running() -> Option<(StubServer, ScratchDir, TestDb, TestHost)> {
+    let receiver = StubServer::start(200).await;
+    let plugins = deploy_examples(&receiver)?;
+    let db = TestDb::new().await;
+    let host = TestHost::start(&host::config(&db, plugins.path())).await;
     host.wait_for_plugins("the three examples are loaded", LOAD, |set| {
         set.handler("CHAT").is_some() && set.handler("ROUTER").is_some()
     })
     .await;
+    Some((receiver, plugins, db, host))
 }
 
 fn row(destination_type: &str, destination: &str, n: u64) -> OutboxEntry {
@@ -222,13 +229,9 @@ fn row(destination_type: &str, destination: &str, n: u64) -> OutboxEntry {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_handlers_deliver_rows_through_a_running_host() {
-    let receiver = StubServer::start(200).await;
-    let Some(plugins) = deploy_examples(&receiver) else {
+    let Some((receiver, _plugins, db, host)) = examples_running().await else {
         return;
     };
-    let db = TestDb::new().await;
-    let host = TestHost::start(&host::config(&db, plugins.path())).await;
-    wait_for_examples(&host).await;
 
     const ROWS: u64 = 20;
     for n in 0..ROWS {
@@ -377,13 +380,9 @@ async fn a_python_plugin_dropped_into_a_running_host_shows_as_compiling_while_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_javascript_router_hot_reloads_under_load_without_losing_a_row() {
-    let receiver = StubServer::start(200).await;
-    let Some(plugins) = deploy_examples(&receiver) else {
+    let Some((receiver, plugins, db, host)) = examples_running().await else {
         return;
     };
-    let db = TestDb::new().await;
-    let host = TestHost::start(&host::config(&db, plugins.path())).await;
-    wait_for_examples(&host).await;
 
     let load = SteadyLoad::start(db.pool.clone(), db.outbox(), 200, |n| {
         row("ROUTER", "anywhere", n)

@@ -39,13 +39,6 @@ async fn wait_until_armed(db: &TestDb, relays: i64) {
     .await;
 }
 
-async fn wait_until_published(db: &TestDb, id: i64) {
-    wait_until("the row is published", WOKEN, || async {
-        db.state_of(id).await == "PUBLISHED"
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn an_idle_relay_is_woken_by_the_first_insert() {
     let db = TestDb::in_a_database_of_its_own().await;
@@ -53,7 +46,7 @@ async fn an_idle_relay_is_woken_by_the_first_insert() {
     let host = TestHost::start(&listening_config(&db, &dir, "a")).await;
     wait_until_armed(&db, 1).await;
     let id = db.publish(entry("NOOP", "x")).await;
-    wait_until_published(&db, id).await;
+    db.wait_until_published(id, WOKEN).await;
     host.stop().await;
 }
 
@@ -65,7 +58,7 @@ async fn a_relay_is_woken_by_each_insert_once_idle_again() {
     for _ in 0..3 {
         wait_until_armed(&db, 1).await;
         let id = db.publish(entry("NOOP", "x")).await;
-        wait_until_published(&db, id).await;
+        db.wait_until_published(id, WOKEN).await;
     }
     host.stop().await;
 }
@@ -106,8 +99,8 @@ async fn rows_committed_while_the_relay_arms_are_not_left_for_the_poll() {
         while db.state_of(first).await == "PENDING" {}
         tokio::time::sleep(Duration::from_micros(round % 16 * 250)).await;
         let second = db.publish(entry("NOOP", "x")).await;
-        wait_until_published(&db, first).await;
-        wait_until_published(&db, second).await;
+        db.wait_until_published(first, WOKEN).await;
+        db.wait_until_published(second, WOKEN).await;
     }
     host.stop().await;
 }
@@ -137,7 +130,7 @@ async fn two_relays_on_one_database_both_keep_working_while_one_is_idle() {
     wait_until_armed(&db, 1).await;
     for _ in 0..5 {
         let id = db.publish(entry("WAKE", "x")).await;
-        wait_until_published(&db, id).await;
+        db.wait_until_published(id, WOKEN).await;
     }
     let backlog: i64 = db
         .scalar("SELECT count(*) FROM {outbox} WHERE destination_type = 'NOOP' AND state <> 'PUBLISHED'")
@@ -152,8 +145,8 @@ async fn two_relays_on_one_database_both_keep_working_while_one_is_idle() {
     wait_until_armed(&db, 2).await;
     let idle_row = db.publish(entry("WAKE", "x")).await;
     let busy_row = db.publish(entry("NOOP", "x")).await;
-    wait_until_published(&db, idle_row).await;
-    wait_until_published(&db, busy_row).await;
+    db.wait_until_published(idle_row, WOKEN).await;
+    db.wait_until_published(busy_row, WOKEN).await;
     idle.stop().await;
     busy.stop().await;
 }
@@ -172,6 +165,6 @@ async fn with_the_doorbell_trigger_dropped_an_idle_relay_still_delivers_at_the_p
     ))
     .await;
     let id = db.publish(entry("NOOP", "x")).await;
-    wait_until_published(&db, id).await;
+    db.wait_until_published(id, WOKEN).await;
     host.stop().await;
 }

@@ -207,10 +207,7 @@ async fn one_at_a_time(rows: usize) -> (f64, f64, usize) {
     for _ in 0..rows {
         wait_until_armed(&db).await;
         let id = db.publish(entry("NOOP", "x")).await;
-        wait_until("the row is published", Duration::from_secs(60), || async {
-            db.state_of(id).await == "PUBLISHED"
-        })
-        .await;
+        db.wait_until_published(id, Duration::from_secs(60)).await;
     }
     let (p50, p99) = latency::percentiles(&db).await;
     host.stop().await;

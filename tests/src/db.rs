@@ -174,6 +174,22 @@ impl TestDb {
         .await
     }
 
+    /// Waits, at most `bound`, until row `id` is PUBLISHED.
+    pub async fn wait_until_published(&self, id: i64, bound: Duration) {
+        crate::host::wait_until("the row is published", bound, || async {
+            self.state_of(id).await == "PUBLISHED"
+        })
+        .await;
+    }
+
+    /// Row `id`'s carrier id, as text.
+    pub async fn carrier_id(&self, id: i64) -> String {
+        self.scalar(&format!(
+            "SELECT carrier_id::text FROM {{outbox}} WHERE id = {id}"
+        ))
+        .await
+    }
+
     /// Waits, at most `bound`, until no row is left to relay (none PENDING or PROCESSING).
     pub async fn wait_until_settled(&self, bound: Duration) {
         crate::host::wait_until("every row is settled", bound, || async {
