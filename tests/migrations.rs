@@ -1,6 +1,6 @@
-//! Migrations on real PostgreSQL: the seed schema exactly, with the doorbell of migration 0002 in place
-//! of the seed's per-row notify trigger; idempotent, and placed in the configured schema with every
-//! statement qualified.
+//! Migrations on real PostgreSQL: the seed schema exactly, with the doorbell trigger of migration 0003
+//! in place of the seed's per-row notify trigger (0002's doorbell table gone again); idempotent, and
+//! placed in the configured schema with every statement qualified.
 
 use chrono::Utc;
 use outbox_host::api::{Inbox, Outbox};
@@ -76,7 +76,8 @@ async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
         rows(
             pool,
             "SELECT trigger_name || ' ' || action_timing || ' ' || event_manipulation || ' ON ' || \
-                    event_object_table || ' ' || action_statement \
+                    event_object_table || ' FOR EACH ' || action_orientation || \
+                    coalesce(' WHEN ' || action_condition, '') || ' ' || action_statement \
              FROM information_schema.triggers WHERE trigger_schema = $1 ORDER BY trigger_name",
             schema,
         )
@@ -98,7 +99,8 @@ async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
     lines
 }
 
-/// The seed's tables and indexes (migration 0001), and the doorbell that replaced its trigger (0002).
+/// The seed's tables and indexes (migration 0001), and the doorbell trigger that replaced its trigger
+/// (0003).
 const SCHEMA: &[&str] = &[
     "inbox.message_id character varying(255) nullable=NO default=-",
     "inbox.source character varying(255) nullable=NO default=-",
@@ -125,8 +127,6 @@ const SCHEMA: &[&str] = &[
     "outbox.error_type character varying(500) nullable=YES default=-",
     "outbox.created_at timestamp with time zone nullable=NO default=now()",
     "outbox.updated_at timestamp with time zone nullable=NO default=now()",
-    "outbox_doorbell.relay character varying(255) nullable=NO default=-",
-    "outbox_doorbell.armed_until timestamp with time zone nullable=NO default=-",
     "CREATE INDEX idx_inbox_processed_at ON public.inbox USING btree (processed_at)",
     "CREATE INDEX idx_outbox_aggregate ON public.outbox USING btree (aggregate_id, id) WHERE (((state)::text = ANY ((ARRAY['PENDING'::character varying, 'PROCESSING'::character varying])::text[])) AND (aggregate_id IS NOT NULL))",
     "CREATE INDEX idx_outbox_dead_letter ON public.outbox USING btree (updated_at) WHERE ((state)::text = 'DEAD_LETTER'::text)",
@@ -135,9 +135,10 @@ const SCHEMA: &[&str] = &[
     "CREATE INDEX idx_outbox_published ON public.outbox USING btree (published_at) WHERE ((state)::text = 'PUBLISHED'::text)",
     "CREATE UNIQUE INDEX inbox_pkey ON public.inbox USING btree (message_id, source)",
     "CREATE UNIQUE INDEX outbox_carrier_id_key ON public.outbox USING btree (carrier_id)",
-    "CREATE UNIQUE INDEX outbox_doorbell_pkey ON public.outbox_doorbell USING btree (relay)",
     "CREATE UNIQUE INDEX outbox_pkey ON public.outbox USING btree (id)",
-    "transactional_outbox_doorbell AFTER INSERT ON outbox EXECUTE FUNCTION ring_outbox_doorbell()",
+    "transactional_outbox_doorbell AFTER INSERT ON outbox FOR EACH STATEMENT \
+     WHEN (NOT pg_try_advisory_xact_lock_shared(1868719218, hashtext('public'::text))) \
+     EXECUTE FUNCTION ring_outbox_doorbell()",
     "function ring_outbox_doorbell",
     "sequence outbox_id_seq",
 ];
@@ -190,13 +191,12 @@ async fn next_notification(listener: &mut PgListener) -> PgNotification {
 }
 
 #[tokio::test]
-async fn an_insert_notifies_only_while_a_doorbell_is_armed_and_with_an_empty_payload() {
+async fn an_insert_notifies_only_while_a_relay_holds_the_doorbell_and_with_an_empty_payload() {
     let (pool, mut listener, fresh) = listening_database().await;
     let repo = OutboxRepository::new(pool.clone(), Tables::default());
     let unarmed = publish_from_own_connection(&fresh).await;
-    repo.arm_doorbell("relay-a", Duration::from_secs(60))
-        .await
-        .unwrap();
+    let mut lock = repo.doorbell_lock("test doorbell").await.unwrap();
+    lock.arm().await.unwrap();
     let armed = publish_from_own_connection(&fresh).await;
     let notification = next_notification(&mut listener).await;
     assert_ne!(
@@ -206,68 +206,123 @@ async fn an_insert_notifies_only_while_a_doorbell_is_armed_and_with_an_empty_pay
     );
     assert_eq!(notification.process_id(), armed);
     assert_eq!(notification.payload(), "");
+    lock.close().await;
     drop(listener);
     pool.close().await;
     fresh.drop().await;
 }
 
 #[tokio::test]
-async fn a_disarmed_or_expired_doorbell_rings_nothing() {
+async fn a_released_doorbell_rings_nothing() {
     let (pool, mut listener, fresh) = listening_database().await;
     let repo = OutboxRepository::new(pool.clone(), Tables::default());
-    repo.arm_doorbell("relay-a", Duration::from_secs(60))
-        .await
-        .unwrap();
-    repo.disarm_doorbell("relay-a").await.unwrap();
-    repo.arm_doorbell("relay-b", Duration::ZERO).await.unwrap();
+    let mut lock = repo.doorbell_lock("test doorbell").await.unwrap();
+    lock.arm().await.unwrap();
+    lock.disarm().await.unwrap();
     let silent = publish_from_own_connection(&fresh).await;
-    repo.arm_doorbell("relay-c", Duration::from_secs(60))
-        .await
-        .unwrap();
+    lock.arm().await.unwrap();
     let rung = publish_from_own_connection(&fresh).await;
     let notification = next_notification(&mut listener).await;
     assert_ne!(notification.process_id(), silent);
     assert_eq!(notification.process_id(), rung);
+    lock.close().await;
     drop(listener);
     pool.close().await;
     fresh.drop().await;
 }
 
+/// A second idle relay waits behind the first; while it waits inserts notify, and when the first
+/// gets busy and releases the doorbell, the second holds it and inserts keep notifying.
 #[tokio::test]
-async fn one_relay_disarming_leaves_another_relays_doorbell_armed() {
+async fn a_relay_waiting_for_the_doorbell_is_rung_and_holds_it_when_the_holder_lets_go() {
     let (pool, mut listener, fresh) = listening_database().await;
     let repo = OutboxRepository::new(pool.clone(), Tables::default());
-    repo.arm_doorbell("idle-relay", Duration::from_secs(60))
-        .await
-        .unwrap();
-    repo.arm_doorbell("busy-relay", Duration::from_secs(60))
-        .await
-        .unwrap();
-    repo.disarm_doorbell("busy-relay").await.unwrap();
+    let mut first = repo.doorbell_lock("test doorbell 1").await.unwrap();
+    first.arm().await.unwrap();
+    let mut second = repo.doorbell_lock("test doorbell 2").await.unwrap();
+    let waiting = tokio::spawn(async move {
+        second.arm().await.unwrap();
+        second
+    });
+    wait_for_doorbell_waiters(&pool, 1).await;
     let pid = publish_from_own_connection(&fresh).await;
     assert_eq!(next_notification(&mut listener).await.process_id(), pid);
+    first.disarm().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting relay holds the doorbell once the first lets go")
+        .unwrap();
+    let pid = publish_from_own_connection(&fresh).await;
+    assert_eq!(next_notification(&mut listener).await.process_id(), pid);
+    first.close().await;
+    second.close().await;
     drop(listener);
     pool.close().await;
     fresh.drop().await;
 }
 
+/// A transaction that inserted before the relay asked for the doorbell holds the relay back until
+/// it commits, and rings nothing: when the relay holds the doorbell, that row is visible to its
+/// next claim. Every insert after the request notifies.
 #[tokio::test]
-async fn a_transaction_open_when_a_doorbell_is_armed_rings_it_at_commit() {
+async fn arming_waits_for_transactions_that_inserted_before_it() {
     let (pool, mut listener, fresh) = listening_database().await;
     let repo = OutboxRepository::new(pool.clone(), Tables::default());
-    let mut tx = pool.begin().await.unwrap();
+    let mut open = PgConnection::connect_with(&fresh.options).await.unwrap();
+    let mut tx = open.begin().await.unwrap();
     Outbox::new(Tables::default())
         .publish(&mut tx, entry("A", "x"))
         .await
         .unwrap();
-    repo.arm_doorbell("relay-a", Duration::from_secs(60))
+    let mut lock = repo.doorbell_lock("test doorbell").await.unwrap();
+    let arming = tokio::spawn(async move {
+        lock.arm().await.unwrap();
+        lock
+    });
+    wait_for_doorbell_waiters(&pool, 1).await;
+    let during = publish_from_own_connection(&fresh).await;
+    assert_eq!(next_notification(&mut listener).await.process_id(), during);
+    assert!(
+        !arming.is_finished(),
+        "arming waits for the open transaction"
+    );
+    tx.commit().await.unwrap();
+    let lock = tokio::time::timeout(Duration::from_secs(10), arming)
+        .await
+        .expect("arming ends once the transaction committed")
+        .unwrap();
+    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE state = 'PENDING'")
+        .fetch_one(&pool)
         .await
         .unwrap();
-    tx.commit().await.unwrap();
-    assert_eq!(next_notification(&mut listener).await.payload(), "");
+    assert_eq!(
+        pending, 2,
+        "both rows are visible to the claim after arming"
+    );
+    let after = publish_from_own_connection(&fresh).await;
+    assert_eq!(
+        next_notification(&mut listener).await.process_id(),
+        after,
+        "the transaction open while arming rang nothing"
+    );
+    lock.close().await;
+    open.close().await.unwrap();
     drop(listener);
     pool.close().await;
     fresh.drop().await;
+}
+
+/// Waits until `waiters` requests for an advisory lock wait in the database.
+async fn wait_for_doorbell_waiters(pool: &PgPool, waiters: i64) {
+    let sql = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    for _ in 0..1000 {
+        let found: i64 = sqlx::query_scalar(sql).fetch_one(pool).await.unwrap();
+        if found == waiters {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{waiters} doorbell requests never waited");
 }
 
 #[tokio::test]
@@ -314,6 +369,7 @@ async fn with_a_schema_every_object_lands_in_it() {
                     "nextval('messaging.outbox_id_seq'",
                 )
                 .replace("FUNCTION ring", "FUNCTION messaging.ring")
+                .replace("hashtext('public'", "hashtext('messaging'")
         })
         .collect();
     assert_eq!(found, expected);
@@ -344,10 +400,11 @@ async fn with_a_schema_every_statement_is_qualified() {
     .unwrap();
     let tables = Tables::new(Some(schema));
     let repo = OutboxRepository::new(pool.clone(), tables.clone());
-    // Armed, so the insert's trigger looks at the doorbell and notifies.
-    repo.arm_doorbell("n", Duration::from_secs(60))
-        .await
-        .unwrap();
+    // The relay and the trigger agree on the schema's doorbell: held, it makes the insert notify.
+    let mut listener = PgListener::connect_with(&fresh.pool().await).await.unwrap();
+    listener.listen(CHANNEL).await.unwrap();
+    let mut lock = repo.doorbell_lock("test doorbell").await.unwrap();
+    lock.arm().await.unwrap();
     let mut tx = pool.begin().await.unwrap();
     let id = Outbox::new(tables.clone())
         .publish(&mut tx, entry("A", "x"))
@@ -361,6 +418,7 @@ async fn with_a_schema_every_statement_is_qualified() {
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    assert_eq!(next_notification(&mut listener).await.payload(), "");
     let caps = RelayCapabilities::new().with("A", ClaimScope::All);
     assert_eq!(repo.claim_batch(10, "n", &caps).await.unwrap().len(), 1);
     assert!(
@@ -380,7 +438,8 @@ async fn with_a_schema_every_statement_is_qualified() {
     repo.cleanup_published(1, 10).await.unwrap();
     repo.cleanup_dead_letter(1, 10).await.unwrap();
     repo.cleanup_inbox(1, 10).await.unwrap();
-    repo.disarm_doorbell("n").await.unwrap();
+    lock.disarm().await.unwrap();
+    lock.close().await;
     assert!(repo.find(id).await.unwrap().is_some());
     pool.close().await;
     fresh.drop().await;

@@ -1,13 +1,13 @@
-//! Wake-ups with LISTEN_NOTIFY and the doorbell (migration 0002), on a real host. Each test has a
+//! Wake-ups with LISTEN_NOTIFY and the doorbell lock (migration 0003), on a real host. Each test has a
 //! database of its own, so no other test's inserts notify its relays, and a polling interval of ten
 //! minutes, so a row published within a minute can only have been picked up by a wake-up.
 
 use outbox_host::config::{Config, Strategy};
-use outbox_tests::db::{TestDb, entry};
+use outbox_tests::db::{Doorbell, TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const POLL: u64 = 600_000;
 /// Far below the polling interval, far above any wake-up on a loaded machine.
@@ -27,14 +27,13 @@ fn noop_dir(label: &str) -> ScratchDir {
     dir
 }
 
-/// Waits until `relays` doorbells are armed: those relays have nothing to do and wait.
+/// Waits until one relay holds the doorbell and at least `relays - 1` more wait for it: that many
+/// hosts have nothing to do, and inserts notify. (A host that got busy while its request waited
+/// leaves it waiting until it is granted.)
 async fn wait_until_armed(db: &TestDb, relays: i64) {
-    let sql = format!(
-        "SELECT count(*) FROM {}.outbox_doorbell WHERE armed_until > clock_timestamp()",
-        db.schema
-    );
-    wait_until("the idle relays arm their doorbells", WOKEN, || async {
-        db.scalar::<i64>(&sql).await == relays
+    wait_until("the idle relays ask for the doorbell", WOKEN, || async {
+        let requests = db.doorbell_requests().await;
+        requests.held == 1 && requests.waiting >= relays - 1
     })
     .await;
 }
@@ -70,34 +69,35 @@ async fn a_relay_that_stops_leaves_its_doorbell_disarmed() {
     let host = TestHost::start(&listening_config(&db, &dir, "a")).await;
     wait_until_armed(&db, 1).await;
     host.stop().await;
-    let doorbells: i64 = db
-        .scalar(&format!(
-            "SELECT count(*) FROM {}.outbox_doorbell",
-            db.schema
-        ))
-        .await;
     assert_eq!(
-        doorbells, 0,
-        "inserts would keep notifying until the lease ends"
+        db.doorbell_requests().await,
+        Doorbell {
+            held: 0,
+            waiting: 0
+        },
+        "inserts would keep notifying"
     );
 }
 
-/// A row wakes the relay; a second row follows after a pause that varies from round to round, so in
-/// some rounds it commits after the relay's claim found nothing and before its doorbell was armed
-/// again. That row rang nothing: the claim the relay makes after arming must find it, or it would
-/// wait ten minutes for the poll.
+/// A row wakes the relay; a second row follows after a pause that varies from round to round. A
+/// loop that found rows looks again for 20 ms before it waits, so the pauses sweep the end of that
+/// linger in steps of 0.2 ms: in some rounds the second row commits after the relay's last look and
+/// before it holds the doorbell again. That row rang nothing: the claim the relay makes once it
+/// holds the doorbell must find it, or it would wait ten minutes for the poll.
 #[tokio::test]
 async fn rows_committed_while_the_relay_arms_are_not_left_for_the_poll() {
     let db = TestDb::in_a_database_of_its_own().await;
     let dir = noop_dir("wakeup-arming");
     let host = TestHost::start(&listening_config(&db, &dir, "a")).await;
-    for round in 0..60u64 {
+    for round in 0..80u64 {
         wait_until_armed(&db, 1).await;
         let first = db.publish(entry("NOOP", "x")).await;
-        // Once the relay has claimed the first row, it disarms, looks again, finds nothing and
-        // arms: the second row commits somewhere in there.
         while db.state_of(first).await == "PENDING" {}
-        tokio::time::sleep(Duration::from_micros(round % 16 * 250)).await;
+        // Timers have a resolution of a millisecond: spin, letting the host's tasks run.
+        let resume = Instant::now() + Duration::from_micros(16_000 + round * 200);
+        while Instant::now() < resume {
+            tokio::task::yield_now().await;
+        }
         let second = db.publish(entry("NOOP", "x")).await;
         db.wait_until_published(first, WOKEN).await;
         db.wait_until_published(second, WOKEN).await;
@@ -105,8 +105,8 @@ async fn rows_committed_while_the_relay_arms_are_not_left_for_the_poll() {
     host.stop().await;
 }
 
-/// One relay drains a backlog (it never arms, and disarms its own doorbell on every claim) while
-/// the other, whose plugin's type has no rows, waits armed: the busy one must not silence it.
+/// One relay drains a backlog (it never asks for the doorbell) while the other, whose plugin's type
+/// has no rows, holds it: the busy one must not silence it.
 #[tokio::test]
 async fn two_relays_on_one_database_both_keep_working_while_one_is_idle() {
     let db = TestDb::in_a_database_of_its_own().await;
@@ -126,7 +126,7 @@ async fn two_relays_on_one_database_both_keep_working_while_one_is_idle() {
         db.count("PUBLISHED").await > 0
     })
     .await;
-    // The busy relay has disarmed its doorbell; the idle one's stays armed.
+    // The idle relay holds the doorbell: the busy one let it go, or never got it.
     wait_until_armed(&db, 1).await;
     for _ in 0..5 {
         let id = db.publish(entry("WAKE", "x")).await;
@@ -163,6 +163,29 @@ async fn with_the_doorbell_trigger_dropped_an_idle_relay_still_delivers_at_the_p
         "DROP TRIGGER transactional_outbox_doorbell ON {}.outbox",
         db.schema
     ))
+    .await;
+    let id = db.publish(entry("NOOP", "x")).await;
+    db.wait_until_published(id, WOKEN).await;
+    host.stop().await;
+}
+
+/// The doorbell's connection is killed while the relay waits: the host opens another and holds
+/// the doorbell again, and an insert still wakes it.
+#[tokio::test]
+async fn a_relay_whose_doorbell_connection_is_lost_takes_the_doorbell_again() {
+    let db = TestDb::in_a_database_of_its_own().await;
+    let dir = noop_dir("wakeup-lost");
+    let host = TestHost::start(&listening_config(&db, &dir, "a")).await;
+    wait_until_armed(&db, 1).await;
+    let holder = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    let killed: i32 = db.scalar(holder).await;
+    db.execute(&format!("SELECT pg_terminate_backend({killed})"))
+        .await;
+    wait_until("the host holds the doorbell again", WOKEN, || async {
+        let requests = db.doorbell_requests().await;
+        requests.held == 1 && db.scalar::<i32>(holder).await != killed
+    })
     .await;
     let id = db.publish(entry("NOOP", "x")).await;
     db.wait_until_published(id, WOKEN).await;

@@ -1,5 +1,5 @@
 //! What waking the relay costs the applications, and how quickly it wakes: the doorbell of
-//! migration 0002 against the seed's per-row NOTIFY and against no trigger at all.
+//! migration 0003 against the seed's per-row NOTIFY and against no trigger at all.
 //!
 //! 1. Application insert throughput: 8 clients, each committing one-row transactions for a few
 //!    seconds, with no trigger, with the seed's trigger and with the doorbell; while the relay is busy
@@ -108,14 +108,10 @@ async fn listening_host(label: &str) -> (TestDb, TestHost, ScratchDir) {
 }
 
 async fn wait_until_armed(db: &TestDb) {
-    let sql = format!(
-        "SELECT count(*) FROM {}.outbox_doorbell WHERE armed_until > clock_timestamp()",
-        db.schema
-    );
     wait_until(
-        "the relay is idle and armed",
+        "the relay is idle and holds the doorbell",
         Duration::from_secs(60),
-        || async { db.scalar::<i64>(&sql).await > 0 },
+        || async { db.doorbell_requests().await.held > 0 },
     )
     .await;
 }

@@ -2,7 +2,7 @@
 
 use outbox_host::api::{Inbox, Outbox, OutboxEntry};
 use outbox_host::database::{self, SchemaName, Tables};
-use outbox_host::repository::OutboxRepository;
+use outbox_host::repository::{DOORBELL_LOCK_CLASS, OutboxRepository};
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,6 +16,13 @@ pub fn url() -> String {
 
 pub fn options() -> PgConnectOptions {
     database::connect_options(&url()).expect("a valid DATABASE_URL")
+}
+
+/// Who holds or waits for a schema's doorbell lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Doorbell {
+    pub held: i64,
+    pub waiting: i64,
 }
 
 /// One migrated schema of its own.
@@ -142,6 +149,23 @@ impl TestDb {
             "SELECT count(*) FROM {{outbox}} WHERE state = '{state}'"
         ))
         .await
+    }
+
+    /// Relays holding the doorbell lock of this schema (migration 0003), and relays waiting for it.
+    pub async fn doorbell_requests(&self) -> Doorbell {
+        let (held, waiting) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) \
+             FROM pg_locks \
+             WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND objsubid = 2 \
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+               AND classid = $1::oid AND objid = hashtext($2)::oid",
+        )
+        .bind(i64::from(DOORBELL_LOCK_CLASS))
+        .bind(self.schema.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .unwrap();
+        Doorbell { held, waiting }
     }
 
     /// Installs a trigger noting `synchronous_commit` as each mark that publishes a row sees it

@@ -44,7 +44,6 @@ pub struct Tables {
     schema: Option<SchemaName>,
     outbox: String,
     inbox: String,
-    doorbell: String,
 }
 
 impl Tables {
@@ -56,7 +55,6 @@ impl Tables {
         Tables {
             outbox: qualify("outbox"),
             inbox: qualify("inbox"),
-            doorbell: qualify("outbox_doorbell"),
             schema,
         }
     }
@@ -71,11 +69,6 @@ impl Tables {
 
     pub fn inbox(&self) -> &str {
         &self.inbox
-    }
-
-    /// Where idle relays arm their doorbells (migration 0002).
-    pub fn doorbell(&self) -> &str {
-        &self.doorbell
     }
 }
 

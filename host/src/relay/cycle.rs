@@ -3,18 +3,17 @@
 //! (outside the claim transaction), keeping at most `max_in_flight` publishes running. A turn that
 //! fails keeps its outcomes, and the next turn records them apart from the claim (`record.rs`), so a
 //! finished publish is recorded once the database accepts it, never dropped and never counted twice.
-//! With LISTEN_NOTIFY, a loop keeps claiming until a claim finds nothing, and only then arms its
-//! doorbell and waits (`doorbell.rs`).
+//! With LISTEN_NOTIFY, a loop keeps claiming until a claim finds nothing, and only then waits, with
+//! its host holding the doorbell (`doorbell.rs`).
 
 use super::claim_scopes::ClaimScopes;
-use super::doorbell::{Doorbell, LINGER_STEP};
+use super::doorbell::{LINGER_STEP, LoopDoorbell};
 use super::envelope;
 use super::observers::ObserverFeed;
 use super::outcome::{Attempted, decide};
 use super::progress::Heartbeat;
 use super::record::{Unrecorded, marks_of, record_apart};
 use super::{Relay, entry_span};
-use crate::config::Strategy;
 use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
 use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
 use crate::repository::{Claims, INVALID_ROW, Mark, OutboxRecord, RelayCapabilities};
@@ -77,18 +76,17 @@ pub(super) async fn run_loop(
     relay: Relay,
     claimed_by: String,
     wake: Arc<Notify>,
+    mut doorbell: Option<LoopDoorbell>,
     heartbeat: Heartbeat,
     shutdown: CancellationToken,
 ) {
     heartbeat.beat();
-    let mut doorbell = (relay.settings.strategy == Strategy::ListenNotify)
-        .then(|| Doorbell::new(claimed_by.clone(), relay.settings.polling_interval));
     let mut state = LoopState::new(relay, claimed_by);
     let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut plugins = state.relay.plugins.clone();
-    // The last turn's claim came back full (more is likely waiting), the doorbell was just armed
-    // (rows committed before it rang nothing), or the last turn failed.
+    // The last turn's claim came back full (more is likely waiting), the loop lingers after rows,
+    // or the last turn failed.
     let mut again = true;
     let mut failures = 0u32;
     loop {
@@ -110,10 +108,9 @@ pub(super) async fn run_loop(
             Ok(claimed) => {
                 heartbeat.beat();
                 failures = 0;
-                let repository = &state.relay.repository;
                 again = match (claimed, doorbell.as_mut()) {
                     (Claimed::Full, _) => true,
-                    // Listening, the loop claims until it finds nothing, so it waits armed.
+                    // Listening, the loop claims until it finds nothing: it waits only then.
                     (Claimed::Some, Some(_)) => true,
                     (Claimed::Nothing, Some(doorbell)) if doorbell.lingers() => {
                         tokio::select! {
@@ -122,13 +119,16 @@ pub(super) async fn run_loop(
                         }
                         true
                     }
-                    (Claimed::Nothing, Some(doorbell)) => doorbell.arm(repository).await,
+                    (Claimed::Nothing, Some(doorbell)) => {
+                        doorbell.waits();
+                        false
+                    }
                     (Claimed::Some | Claimed::Nothing | Claimed::NoRoom, _) => false,
                 };
                 if let Some(doorbell) = doorbell.as_mut()
                     && matches!(claimed, Claimed::Full | Claimed::Some)
                 {
-                    doorbell.found_rows(repository).await;
+                    doorbell.found_rows();
                 }
             }
             Err(()) => {
@@ -147,9 +147,7 @@ pub(super) async fn run_loop(
             break;
         }
     }
-    if let Some(doorbell) = doorbell.as_mut() {
-        doorbell.disarm(&state.relay.repository).await;
-    }
+    drop(doorbell);
     state.drain().await;
 }
 
@@ -229,8 +227,8 @@ impl LoopState {
             0
         };
         let plugins = self.relay.plugins.borrow().clone();
-        // Types left out because their plugin is busy: finding nothing then is no reason to arm
-        // the doorbell, as their rows may be waiting; a landing publish brings the next turn.
+        // Types left out because their plugin is busy: finding nothing then is no reason to wait
+        // for the doorbell, as their rows may be waiting; a landing publish brings the next turn.
         let mut held_back = false;
         let capabilities = if batch > 0 {
             let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;

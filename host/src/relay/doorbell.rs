@@ -1,100 +1,207 @@
-//! A relay loop's doorbell (migration 0002). Inserting transactions notify only while some loop's
-//! doorbell is armed, so the loops arm theirs only when they have nothing to do:
+//! The doorbell (migration 0003). Inserting transactions notify only while some relay holds the
+//! doorbell lock or waits for it, so a host asks for it only while one of its loops has nothing to
+//! do, and gives it back as soon as none is idle:
 //!
-//! - a claim that finds nothing arms the doorbell, and the loop claims once more before it waits:
-//!   rows committed before the doorbell was armed rang nothing, and that claim finds them;
-//! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead
-//!   of arming: a loop that keeps up with a steady load finds nothing between rows, and arming then
-//!   (which briefly holds back the committing inserts) and being rung by every commit would cost the
-//!   applications more than a few extra claims cost the relay;
-//! - a claim that finds rows disarms it: while the loop keeps finding work, the applications' commits
-//!   notify no one;
-//! - while the loop waits, each poll re-arms it, so the lease (a few polling intervals) never ends
-//!   under a live relay, and a relay that dies armed stops costing notifications when it does.
+//! - a loop whose claim finds nothing says it waits ([`LoopDoorbell::waits`]); the host's doorbell
+//!   task then requests the lock, and once it holds it wakes every loop to claim once more: rows
+//!   committed before the lock was granted rang nothing, and that claim finds them;
+//! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead:
+//!   a loop that keeps up with a steady load finds nothing between rows, and asking for the lock
+//!   then (and being rung by every commit) would cost the applications more than a few extra claims
+//!   cost the relay;
+//! - a loop whose claim finds rows is busy again ([`LoopDoorbell::found_rows`]); when no loop of the
+//!   host waits, the task releases the lock, and the applications' commits notify no one.
 //!
-//! Each loop has a doorbell of its own (keyed by its `claimed_by`), so a loop that disarms never
-//! silences another loop, here or on another host, that waits.
+//! One lock serves every relay on the database schema: while one idle relay holds it, another idle
+//! relay's request waits behind it, and that queued request alone makes inserts notify; when the
+//! holder gets busy and releases, the next in line holds it. Notifications reach every listener,
+//! so a busy host can never silence an idle one. A host that gets busy while its request still
+//! waits lets it wait (cancelling would log an error on the server each time) and releases the
+//! lock as soon as it is granted; until then inserts notify, which they do anyway while another
+//! relay holds the lock.
 
-use crate::repository::OutboxRepository;
+use super::wakeup::Wakeups;
+use crate::repository::{DoorbellLock, OutboxRepository, RepositoryError};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-/// How long after its last rows a loop that finds nothing looks again instead of arming.
+/// The doorbell connection's `application_name` starts with this, followed by the node id.
+pub const DOORBELL_APPLICATION_NAME: &str = "outbox-host doorbell";
+/// How long after its last rows a loop that finds nothing looks again instead of waiting.
 const LINGER: Duration = Duration::from_millis(20);
 /// How often a lingering loop looks again; a row waits at most this long for it.
 pub(super) const LINGER_STEP: Duration = Duration::from_millis(2);
-/// The shortest lease, for very short polling intervals.
-const MIN_LEASE: Duration = Duration::from_secs(2);
-/// Polling intervals a lease outlives: a busy machine may delay a poll or two.
-const LEASE_INTERVALS: u32 = 4;
+const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+/// How often a held doorbell's connection is checked.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// At shutdown, how long a cancelled lock request may take to end before its connection is dropped.
+const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
-pub(super) struct Doorbell {
-    relay: String,
-    /// How often a waiting loop re-arms: half the polling interval, so each poll re-arms.
-    refresh: Duration,
-    lease: Duration,
-    /// When this loop last armed its doorbell; `None` while it is not armed.
-    armed_at: Option<Instant>,
+/// How many of a host's loops wait with nothing to do.
+pub(super) fn idle_loops() -> (watch::Sender<usize>, watch::Receiver<usize>) {
+    watch::channel(0)
+}
+
+/// One loop's say in whether its host holds the doorbell.
+pub(super) struct LoopDoorbell {
+    idle_loops: watch::Sender<usize>,
+    idle: bool,
     /// When this loop's claim last found rows.
     last_rows_at: Option<Instant>,
 }
 
-impl Doorbell {
-    pub fn new(relay: String, polling_interval: Duration) -> Self {
-        Doorbell {
-            relay,
-            refresh: polling_interval / 2,
-            lease: (polling_interval * LEASE_INTERVALS).max(MIN_LEASE),
-            armed_at: None,
+impl LoopDoorbell {
+    pub fn new(idle_loops: watch::Sender<usize>) -> Self {
+        LoopDoorbell {
+            idle_loops,
+            idle: false,
             last_rows_at: None,
         }
     }
 
     /// After a claim that found nothing: whether the loop found rows so recently that it should
-    /// look again after [`LINGER_STEP`] rather than arm.
+    /// look again after [`LINGER_STEP`] rather than wait.
     pub fn lingers(&self) -> bool {
         self.last_rows_at
             .is_some_and(|found| found.elapsed() < LINGER)
     }
 
-    /// After a claim that found nothing: arms the doorbell unless it was armed since the last poll.
-    /// `true` when it armed, and the loop must then claim once more before it waits. A failure is
-    /// logged and leaves the loop to its poll.
-    pub async fn arm(&mut self, repository: &OutboxRepository) -> bool {
-        if self
-            .armed_at
-            .is_some_and(|armed| armed.elapsed() < self.refresh)
-        {
-            return false;
+    /// After a claim that found nothing: the loop waits, and wants the doorbell held.
+    pub fn waits(&mut self) {
+        if !self.idle {
+            self.idle = true;
+            self.idle_loops.send_modify(|idle| *idle += 1);
         }
-        match repository.arm_doorbell(&self.relay, self.lease).await {
-            Ok(()) => {
-                self.armed_at = Some(Instant::now());
+    }
+
+    /// After a claim that found rows: the loop is busy, and the next claims that find nothing
+    /// linger.
+    pub fn found_rows(&mut self) {
+        self.last_rows_at = Some(Instant::now());
+        self.busy();
+    }
+
+    fn busy(&mut self) {
+        if self.idle {
+            self.idle = false;
+            self.idle_loops.send_modify(|idle| *idle -= 1);
+        }
+    }
+}
+
+impl Drop for LoopDoorbell {
+    fn drop(&mut self) {
+        self.busy();
+    }
+}
+
+/// Holds the doorbell lock while some loop waits, until `shutdown`. A lost connection is logged and
+/// reopened with backoff; meanwhile new rows wait for the poll.
+pub(super) async fn ring_while_idle(
+    repository: OutboxRepository,
+    node_id: String,
+    mut idle_loops: watch::Receiver<usize>,
+    wakeups: Wakeups,
+    shutdown: CancellationToken,
+) {
+    let application_name = format!("{DOORBELL_APPLICATION_NAME} {node_id}");
+    let mut connection: Option<DoorbellLock> = None;
+    let mut delay = RECONNECT_FIRST;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            open = until(&mut idle_loops, |idle| idle > 0) => if !open { break },
+        }
+        let lock = match connection.as_mut() {
+            Some(lock) => lock,
+            None => match repository.doorbell_lock(&application_name).await {
+                Ok(lock) => connection.insert(lock),
+                Err(error) => {
+                    tracing::warn!(node = %node_id, %error, retry_in_ms = delay.as_millis() as u64, "cannot open the doorbell connection; new rows wait for the poll");
+                    if pause(&mut delay, &shutdown).await {
+                        break;
+                    }
+                    continue;
+                }
+            },
+        };
+        match ring(&repository, lock, &mut idle_loops, &wakeups, &shutdown).await {
+            Ok(()) => delay = RECONNECT_FIRST,
+            Err(error) => {
+                tracing::warn!(node = %node_id, %error, "the doorbell connection failed; new rows wait for the poll until it is back");
+                if let Some(lock) = connection.take() {
+                    lock.close().await;
+                }
+                if pause(&mut delay, &shutdown).await {
+                    break;
+                }
+            }
+        }
+    }
+    // Closing releases the lock if it is held.
+    if let Some(lock) = connection {
+        lock.close().await;
+    }
+}
+
+/// Takes the lock, wakes the loops to claim once more, and holds it until no loop waits or until
+/// shutdown; then releases it, so inserts stop notifying before the host is gone.
+async fn ring(
+    repository: &OutboxRepository,
+    lock: &mut DoorbellLock,
+    idle_loops: &mut watch::Receiver<usize>,
+    wakeups: &Wakeups,
+    shutdown: &CancellationToken,
+) -> Result<(), RepositoryError> {
+    let backend_pid = lock.backend_pid();
+    let held = {
+        let arming = lock.arm();
+        tokio::pin!(arming);
+        tokio::select! {
+            armed = &mut arming => {
+                armed?;
                 true
             }
-            Err(error) => {
-                tracing::warn!(%error, claimed_by = %self.relay, "cannot arm the doorbell; new rows wait for the poll");
-                self.armed_at = None;
-                false
+            _ = shutdown.cancelled() => {
+                // The request may wait behind another idle relay for as long as that one stays
+                // idle. The lock may still be granted before the cancel lands.
+                repository.cancel_doorbell_wait(backend_pid).await?;
+                matches!(tokio::time::timeout(CANCEL_WAIT, arming).await, Ok(Ok(())))
+            }
+        }
+    };
+    if !held {
+        return Ok(());
+    }
+    if !shutdown.is_cancelled() {
+        wakeups.wake_all();
+        let mut check = tokio::time::interval(CHECK_EVERY);
+        check.tick().await;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = until(idle_loops, |idle| idle == 0) => break,
+                // A lost connection released the lock; nothing else would notice while all is idle.
+                _ = check.tick() => lock.check().await?,
             }
         }
     }
+    lock.disarm().await
+}
 
-    /// After a claim that found rows: disarms, and the next claims that find nothing linger.
-    pub async fn found_rows(&mut self, repository: &OutboxRepository) {
-        self.last_rows_at = Some(Instant::now());
-        self.disarm(repository).await;
-    }
+/// Returns once the count of idle loops meets `condition` (`true`), or once no loop is left.
+async fn until(idle_loops: &mut watch::Receiver<usize>, condition: impl Fn(usize) -> bool) -> bool {
+    idle_loops.wait_for(|idle| condition(*idle)).await.is_ok()
+}
 
-    /// After a claim that found rows, and at shutdown. A failure is logged and the loop tries again
-    /// after its next claim that finds rows; meanwhile commits keep notifying, which costs them time
-    /// but loses nothing.
-    pub async fn disarm(&mut self, repository: &OutboxRepository) {
-        let Some(armed_at) = self.armed_at.take() else {
-            return;
-        };
-        if let Err(error) = repository.disarm_doorbell(&self.relay).await {
-            tracing::warn!(%error, claimed_by = %self.relay, "cannot disarm the doorbell; inserting commits keep notifying");
-            self.armed_at = Some(armed_at);
-        }
+/// Sleeps `delay` (doubled for next time); `true` if shutdown came first.
+async fn pause(delay: &mut Duration, shutdown: &CancellationToken) -> bool {
+    let wait = *delay;
+    *delay = (*delay * 2).min(RECONNECT_MAX);
+    tokio::select! {
+        _ = shutdown.cancelled() => true,
+        _ = tokio::time::sleep(wait) => false,
     }
 }

@@ -12,8 +12,8 @@
 //! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net;
 //! - `progress.rs`: when each loop last completed a turn, for readiness.
 //! - `unclaimed.rs`: a periodic warning about rows of types no loaded plugin claims.
-//! - `doorbell.rs`: with LISTEN_NOTIFY, the doorbell a loop arms while it waits, so inserting commits
-//!   notify only then.
+//! - `doorbell.rs`: with LISTEN_NOTIFY, the doorbell lock a host holds while one of its loops waits,
+//!   so inserting commits notify only then.
 
 mod backoff;
 mod claim_scopes;
@@ -28,6 +28,7 @@ mod unclaimed;
 mod wakeup;
 
 pub use backoff::Backoff;
+pub use doorbell::DOORBELL_APPLICATION_NAME;
 pub use progress::RelayProgress;
 pub use wakeup::{CHANNEL, LISTENER_APPLICATION_NAME};
 
@@ -85,17 +86,29 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Runs `instances` relay loops (and, with LISTEN_NOTIFY, the listener that wakes them) until
+    /// Runs `instances` relay loops (and, with LISTEN_NOTIFY, the listener that wakes them and the
+    /// doorbell that makes inserts notify while one waits) until
     /// `shutdown`; then stops claiming and lets publishes in flight finish within the grace period.
     pub async fn run(self, shutdown: CancellationToken) {
         let wakeups = wakeup::Wakeups::new(self.settings.instances as usize);
-        let listener = (self.settings.strategy == Strategy::ListenNotify).then(|| {
+        let listening = self.settings.strategy == Strategy::ListenNotify;
+        let (idle_loops, idle_watch) = doorbell::idle_loops();
+        let listener = listening.then(|| {
             let pool = self.repository.pool().clone();
             tokio::spawn(wakeup::listen(
                 pool,
                 self.settings.node_id.clone(),
                 wakeups.clone(),
                 self.metrics.clone(),
+                shutdown.clone(),
+            ))
+        });
+        let doorbell = listening.then(|| {
+            tokio::spawn(doorbell::ring_while_idle(
+                self.repository.clone(),
+                self.settings.node_id.clone(),
+                idle_watch,
+                wakeups.clone(),
                 shutdown.clone(),
             ))
         });
@@ -109,10 +122,12 @@ impl Relay {
                 let claimed_by = format!("{}-{index}", self.settings.node_id);
                 let wake = wakeups.get(index as usize);
                 let heartbeat = progress::Heartbeat::new(self.progress.clone(), index as usize);
+                let doorbell = listening.then(|| doorbell::LoopDoorbell::new(idle_loops.clone()));
                 tokio::spawn(cycle::run_loop(
                     self.clone(),
                     claimed_by,
                     wake,
+                    doorbell,
                     heartbeat,
                     shutdown.clone(),
                 ))
@@ -123,8 +138,9 @@ impl Relay {
                 tracing::error!(%error, "a relay loop ended abnormally");
             }
         }
-        if let Some(listener) = listener {
-            let _ = listener.await;
+        drop(idle_loops);
+        for task in [listener, doorbell].into_iter().flatten() {
+            let _ = task.await;
         }
         let _ = unclaimed.await;
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// The channel inserting commits notify while a relay's doorbell is armed (the payload means nothing).
+/// The channel inserting commits notify while a relay holds or waits for the doorbell (the payload means nothing).
 pub const CHANNEL: &str = "transactional_outbox_channel";
 /// The listening connection's `application_name` starts with this, followed by the node id, so
 /// operators (and tests) can find it.
@@ -36,7 +36,7 @@ impl Wakeups {
         self.loops[index].clone()
     }
 
-    fn wake_all(&self) {
+    pub fn wake_all(&self) {
         self.loops.iter().for_each(|wake| wake.notify_one());
     }
 }

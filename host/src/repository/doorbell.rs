@@ -1,50 +1,102 @@
-//! The doorbells idle relays arm so that inserting transactions notify them (migration 0002): one
-//! row per relay loop, so one loop disarming never silences another that waits. A doorbell change
-//! commits without waiting for the disk: losing one in a crash only means the relay waits for its
-//! poll until it arms again.
+//! The doorbell lock of migration 0003: while an idle relay holds it, or waits for it, every
+//! transaction that inserts outbox rows notifies at commit; while no relay does, inserts notify
+//! no one. It is a session advisory lock, so it lives on a connection of its own, never one of the
+//! pool's, and a relay that dies releases it with its connection.
 
-use super::{OutboxRepository, RepositoryError, TurnCommit};
-use std::time::Duration;
+use super::{OutboxRepository, RepositoryError};
+use sqlx::{Connection, PgConnection};
 
-/// How long arming waits for the commits that looked at the doorbell before it was armed. Those are
-/// past their insert and only finishing their commit; one held open longer (its constraints made
-/// immediate) is not waited for, and its rows wait for the poll.
-const ARMING_WAIT: &str = "500ms";
+/// The first half of the doorbell's advisory lock key ("obdr"); the second is `hashtext` of the
+/// schema. Migration 0003 writes the same key into the trigger.
+pub const DOORBELL_LOCK_CLASS: i32 = 0x6f62_6472;
+
+/// The second half of the key: the configured schema, or the one unqualified names resolve to.
+const KEY_SCHEMA: &str = "hashtext(coalesce($1, current_schema()))";
+
+/// A connection that arms and disarms the doorbell.
+pub struct DoorbellLock {
+    connection: PgConnection,
+    schema: Option<String>,
+    backend_pid: i32,
+}
 
 impl OutboxRepository {
-    /// Arms `relay`'s doorbell until `lease` from now: until then, every commit that inserted outbox
-    /// rows notifies the channel. A relay that dies armed stops costing those notifications once the
-    /// lease ends.
-    ///
-    /// The doorbell is locked first, which waits for every commit that already looked at it (each
-    /// holds its lookup's lock until it ends) and holds back those that have yet to look until it is
-    /// armed. So when this returns, every row is either visible to the relay's next claim or rings.
-    pub async fn arm_doorbell(&self, relay: &str, lease: Duration) -> Result<(), RepositoryError> {
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-        let mut tx = self.begin(TurnCommit::Asynchronous).await?;
-        sqlx::query(&format!("SET LOCAL lock_timeout = '{ARMING_WAIT}'"))
-            .execute(&mut *tx)
+    /// Opens a doorbell connection, named `application_name` so operators can tell it apart.
+    pub async fn doorbell_lock(
+        &self,
+        application_name: &str,
+    ) -> Result<DoorbellLock, RepositoryError> {
+        let options = self
+            .pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .application_name(application_name);
+        let mut connection = PgConnection::connect_with(&options).await?;
+        let backend_pid = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut connection)
             .await?;
-        sqlx::query(&self.sql.lock_doorbell)
-            .execute(&mut *tx)
+        Ok(DoorbellLock {
+            connection,
+            schema: self
+                .tables()
+                .schema()
+                .map(|schema| schema.as_str().to_owned()),
+            backend_pid,
+        })
+    }
+
+    /// Cancels the lock request of the doorbell connection `backend_pid` (see
+    /// [`DoorbellLock::arm`]), from one of the pool's connections. Harmless if it waits for nothing.
+    pub async fn cancel_doorbell_wait(&self, backend_pid: i32) -> Result<(), RepositoryError> {
+        sqlx::query("SELECT pg_cancel_backend($1)")
+            .bind(backend_pid)
+            .execute(&self.pool)
             .await?;
-        sqlx::query(&self.sql.arm_doorbell)
-            .bind(relay)
-            .bind(lease_ms)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl DoorbellLock {
+    /// The server process of this connection, for [`OutboxRepository::cancel_doorbell_wait`].
+    pub fn backend_pid(&self) -> i32 {
+        self.backend_pid
+    }
+
+    /// Takes the doorbell lock, waiting for it as long as it takes: for the transactions that
+    /// inserted before the request (they hold the lock shared until they end), or for another idle
+    /// relay that holds it. Inserts notify from the moment the request is made, and when this
+    /// returns every row committed before is visible. Returns early with an error only if the wait
+    /// is cancelled ([`OutboxRepository::cancel_doorbell_wait`]) or the connection fails.
+    pub async fn arm(&mut self) -> Result<(), RepositoryError> {
+        sqlx::query(&format!(
+            "SELECT pg_advisory_lock({DOORBELL_LOCK_CLASS}, {KEY_SCHEMA})"
+        ))
+        .bind(&self.schema)
+        .execute(&mut self.connection)
+        .await?;
         Ok(())
     }
 
-    /// Disarms `relay`'s doorbell: commits stop notifying on its behalf.
-    pub async fn disarm_doorbell(&self, relay: &str) -> Result<(), RepositoryError> {
-        let mut tx = self.begin(TurnCommit::Asynchronous).await?;
-        sqlx::query(&self.sql.disarm_doorbell)
-            .bind(relay)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+    /// Releases the lock: inserts stop notifying on this relay's behalf.
+    pub async fn disarm(&mut self) -> Result<(), RepositoryError> {
+        sqlx::query(&format!(
+            "SELECT pg_advisory_unlock({DOORBELL_LOCK_CLASS}, {KEY_SCHEMA})"
+        ))
+        .bind(&self.schema)
+        .execute(&mut self.connection)
+        .await?;
         Ok(())
+    }
+
+    /// Fails if the connection is lost (and with it the lock).
+    pub async fn check(&mut self) -> Result<(), RepositoryError> {
+        self.connection.ping().await?;
+        Ok(())
+    }
+
+    /// Closes the connection, which releases the lock if it is held.
+    pub async fn close(self) {
+        let _ = self.connection.close().await;
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Relay-side operations run on the repository's pool: [`OutboxRepository::claim_batch`] (claim.rs),
 //! the owner-guarded marks (marks.rs), lease recovery (lease.rs), retention deletes (cleanup.rs) and
-//! the idle relays' doorbells (doorbell.rs). Operators list, redrive and purge dead letters
+//! the doorbell lock idle relays hold (doorbell.rs). Operators list, redrive and purge dead letters
 //! (dead_letters.rs).
 //! Application-side inserts run on the caller's transaction (insert.rs), through [`crate::api`].
 
@@ -24,6 +24,7 @@ pub use claim_scope::{
 };
 pub use cleanup::CleanupReport;
 pub use dead_letters::{DeadLetter, DeadLetterSelection};
+pub use doorbell::{DOORBELL_LOCK_CLASS, DoorbellLock};
 pub(crate) use insert::{insert_inbox, insert_outbox};
 pub use lease::INVALID_ROW;
 pub use marks::{

@@ -38,9 +38,6 @@ pub(crate) struct Statements {
     pub redrive_dead_letters: String,
     pub purge_dead_letters: String,
     pub oldest_pending_age: String,
-    pub lock_doorbell: String,
-    pub arm_doorbell: String,
-    pub disarm_doorbell: String,
 }
 
 /// The rows a [`super::DeadLetterSelection`] names: `$1` ids (empty when selecting by type), `$2`
@@ -54,7 +51,6 @@ impl Statements {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
         let record_columns = record_columns();
-        let doorbell = tables.doorbell();
         Statements {
             insert_outbox: format!(
                 "INSERT INTO {outbox} (carrier_id, aggregate_type, aggregate_id, event_type, destination, \
@@ -166,18 +162,6 @@ impl Statements {
                  FROM {outbox} WHERE state = 'PENDING' AND (scheduled_at IS NULL OR scheduled_at <= NOW()) \
                  GROUP BY 1"
             ),
-            lock_doorbell: format!("LOCK TABLE {doorbell} IN ACCESS EXCLUSIVE MODE"),
-            // Arming also sweeps the doorbells of relays that died armed long ago: expired ones
-            // ring nothing, but each is one more row for every commit's look.
-            arm_doorbell: format!(
-                "WITH swept AS ( \
-                   DELETE FROM {doorbell} \
-                   WHERE armed_until < clock_timestamp() - INTERVAL '1 hour' AND relay <> $1) \
-                 INSERT INTO {doorbell} (relay, armed_until) \
-                 VALUES ($1, clock_timestamp() + $2 * INTERVAL '1 millisecond') \
-                 ON CONFLICT (relay) DO UPDATE SET armed_until = EXCLUDED.armed_until"
-            ),
-            disarm_doorbell: format!("DELETE FROM {doorbell} WHERE relay = $1"),
             tables,
         }
     }
