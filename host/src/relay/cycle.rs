@@ -59,6 +59,8 @@ enum Claimed {
     Full,
     /// Some rows, fewer than it asked for.
     Some,
+    /// A handful of rows: fewer than a quarter of what it asked for.
+    Few,
     /// Nothing, though there was room for rows.
     Nothing,
     /// It asked for nothing (every slot is taken, or the turn only recorded outcomes), or found
@@ -112,9 +114,21 @@ pub(super) async fn run_loop(
                     (Claimed::Full, _) => true,
                     // Listening, the loop claims until it finds nothing: it waits only then.
                     (Claimed::Some, Some(_)) => true,
+                    // Following a trickle of inserts: the next claim waits a step, so it finds a
+                    // few more rows at once instead of costing a transaction for each.
+                    (Claimed::Few, Some(doorbell)) if doorbell.lingers() => {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(LINGER_STEP) => {}
+                        }
+                        true
+                    }
+                    (Claimed::Few, Some(_)) => true,
+                    // A landing publish ends the step early: its outcome is recorded at once.
                     (Claimed::Nothing, Some(doorbell)) if doorbell.lingers() => {
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
+                            Some(joined) = state.publishes.join_next_with_id(), if !state.publishes.is_empty() => state.land(joined),
                             _ = tokio::time::sleep(LINGER_STEP) => {}
                         }
                         true
@@ -123,10 +137,10 @@ pub(super) async fn run_loop(
                         doorbell.waits();
                         false
                     }
-                    (Claimed::Some | Claimed::Nothing | Claimed::NoRoom, _) => false,
+                    (Claimed::Some | Claimed::Few | Claimed::Nothing | Claimed::NoRoom, _) => false,
                 };
                 if let Some(doorbell) = doorbell.as_mut()
-                    && matches!(claimed, Claimed::Full | Claimed::Some)
+                    && matches!(claimed, Claimed::Full | Claimed::Some | Claimed::Few)
                 {
                     doorbell.found_rows();
                 }
@@ -286,6 +300,7 @@ impl LoopState {
                     0 if held_back => Claimed::NoRoom,
                     0 => Claimed::Nothing,
                     n if n == batch as usize => Claimed::Full,
+                    n if n * 4 < batch as usize => Claimed::Few,
                     _ => Claimed::Some,
                 };
                 self.dispatch(&plugins, cycle.claimed);

@@ -8,7 +8,9 @@
 //! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead:
 //!   a loop that keeps up with a steady load finds nothing between rows, and asking for the lock
 //!   then (and being rung by every commit) would cost the applications more than a few extra claims
-//!   cost the relay;
+//!   cost the relay. While it lingers, a claim that finds only a handful of rows waits a step too
+//!   before the next, so a loop following a trickle of inserts claims a few rows per transaction
+//!   rather than one;
 //! - a loop whose claim finds rows is busy again ([`LoopDoorbell::found_rows`]); when no loop of the
 //!   host waits, the task releases the lock, and the applications' commits notify no one.
 //!
