@@ -145,24 +145,11 @@ async fn run_locked(
     repository: &OutboxRepository,
 ) -> Result<Option<JobReport>, RepositoryError> {
     let key = job.lock_key(repository.tables().schema());
-    let mut lock_holder = repository.pool().acquire().await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-        .bind(key)
-        .fetch_one(&mut *lock_holder)
-        .await?;
-    if !locked {
+    let Some(lock) = repository.try_maintenance_lock(key).await? else {
         return Ok(None);
-    }
+    };
     let result = job.run_once(repository).await;
-    if sqlx::query("SELECT pg_advisory_unlock($1)")
-        .bind(key)
-        .execute(&mut *lock_holder)
-        .await
-        .is_err()
-    {
-        // The session would keep the lock if it went back to the pool: close it instead.
-        drop(lock_holder.detach());
-    }
+    lock.release().await;
     result.map(Some)
 }
 

@@ -1,9 +1,9 @@
 //! The PostgreSQL store: every statement on the outbox and inbox tables.
 //!
 //! Relay-side operations run on the repository's pool: [`OutboxRepository::claim_batch`] (claim.rs),
-//! the owner-guarded marks (marks.rs), lease recovery (lease.rs), retention deletes (cleanup.rs) and
-//! the doorbell lock idle relays hold (doorbell.rs). Operators list, redrive and purge dead letters
-//! (dead_letters.rs).
+//! the owner-guarded marks (marks.rs), lease recovery (lease.rs), retention deletes (cleanup.rs),
+//! the doorbell lock idle relays hold (doorbell.rs) and the lock a maintenance run holds
+//! (maintenance_lock.rs). Operators list, redrive and purge dead letters (dead_letters.rs).
 //! Application-side inserts run on the caller's transaction (insert.rs), through [`crate::api`].
 
 mod claim;
@@ -13,6 +13,7 @@ mod dead_letters;
 mod doorbell;
 mod insert;
 mod lease;
+mod maintenance_lock;
 mod marks;
 mod record;
 mod sql;
@@ -27,6 +28,7 @@ pub use dead_letters::{DeadLetter, DeadLetterSelection};
 pub use doorbell::{DOORBELL_LOCK_CLASS, DoorbellLock};
 pub(crate) use insert::{insert_inbox, insert_outbox};
 pub use lease::INVALID_ROW;
+pub use maintenance_lock::MaintenanceLock;
 pub use marks::{
     Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
 };
