@@ -69,19 +69,18 @@ impl DoorbellLock {
     /// returns every row committed before is visible. Returns early with an error only if the wait
     /// is cancelled ([`OutboxRepository::cancel_doorbell_wait`]) or the connection fails.
     pub async fn arm(&mut self) -> Result<(), RepositoryError> {
-        sqlx::query(&format!(
-            "SELECT pg_advisory_lock({DOORBELL_LOCK_CLASS}, {KEY_SCHEMA})"
-        ))
-        .bind(&self.schema)
-        .execute(&mut self.connection)
-        .await?;
-        Ok(())
+        self.call("pg_advisory_lock").await
     }
 
     /// Releases the lock: inserts stop notifying on this relay's behalf.
     pub async fn disarm(&mut self) -> Result<(), RepositoryError> {
+        self.call("pg_advisory_unlock").await
+    }
+
+    /// Calls an advisory lock `function` with the doorbell's key.
+    async fn call(&mut self, function: &str) -> Result<(), RepositoryError> {
         sqlx::query(&format!(
-            "SELECT pg_advisory_unlock({DOORBELL_LOCK_CLASS}, {KEY_SCHEMA})"
+            "SELECT {function}({DOORBELL_LOCK_CLASS}, {KEY_SCHEMA})"
         ))
         .bind(&self.schema)
         .execute(&mut self.connection)
