@@ -22,7 +22,7 @@
 //! lock as soon as it is granted; until then inserts notify, which they do anyway while another
 //! relay holds the lock.
 
-use super::wakeup::Wakeups;
+use super::wakeup::{RECONNECT_FIRST, RECONNECT_MAX, Wakeups};
 use crate::repository::{DoorbellLock, OutboxRepository, RepositoryError};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -34,8 +34,6 @@ pub const DOORBELL_APPLICATION_NAME: &str = "outbox-host doorbell";
 const LINGER: Duration = Duration::from_millis(20);
 /// How often a lingering loop looks again; a row waits at most this long for it.
 pub(super) const LINGER_STEP: Duration = Duration::from_millis(2);
-const RECONNECT_FIRST: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(30);
 /// How often a held doorbell's connection is checked.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// At shutdown, how long a cancelled lock request may take to end before its connection is dropped.

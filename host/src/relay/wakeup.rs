@@ -15,8 +15,9 @@ pub const CHANNEL: &str = "transactional_outbox_channel";
 /// The listening connection's `application_name` starts with this, followed by the node id, so
 /// operators (and tests) can find it.
 pub const LISTENER_APPLICATION_NAME: &str = "outbox-host listener";
-const RECONNECT_FIRST: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(30);
+/// The backoff of the relay's own connections (listener, doorbell) while they cannot reconnect.
+pub(super) const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+pub(super) const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
 /// One wake-up per relay loop. `notify_one` keeps a permit when the loop is busy, so a notification
 /// that arrives mid-cycle is not lost.
