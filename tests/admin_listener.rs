@@ -180,7 +180,7 @@ async fn readyz_fails_while_the_relay_is_stuck_and_recovers_when_it_turns_again(
     let db = TestDb::new().await;
     let dir = noop_dir("admin-stuck");
     let mut config = host::config(&db, dir.path());
-    config.relay.stalled_after_ms = 1000;
+    config.relay.stalled_after = Duration::from_millis(1000);
     let host = TestHost::start(&config).await;
     wait_for_readyz(&host, None, 200, "ready").await;
 
@@ -239,7 +239,7 @@ async fn the_admin_listener_answers_while_the_host_drains_and_stops_after() {
         &format!("[http]\nallowed_hosts = [\"{}\"]\n", stub.origin()),
     );
     let mut config = host::config(&db, dir.path());
-    config.relay.shutdown_grace_ms = 20_000;
+    config.relay.shutdown_grace = Duration::from_millis(20_000);
     let host = TestHost::start(&config).await;
     db.publish(entry("WEBHOOK", &stub.url("/hook"))).await;
     wait_until("the publish is in flight", SETTLE, || async {
@@ -248,7 +248,7 @@ async fn the_admin_listener_answers_while_the_host_drains_and_stops_after() {
     .await;
 
     let admin = host.admin_url("");
-    host.service.shutdown_token().cancel();
+    host.shutdown.cancel();
     let stopped = tokio::spawn(host.service.wait());
     let (status, body) = send(AdminRequest::get(format!("{admin}/healthz"))).await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));

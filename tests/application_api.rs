@@ -385,10 +385,9 @@ async fn a_deadlock_is_a_retryable_persistence_failure() {
             })
             .await
     };
-    let blocked_second = async {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        db.outbox().publish(&mut second, entry("A", "x")).await
-    };
+    // Each waits for the lock the other holds, in whichever order the requests arrive.
+    let outbox_api = db.outbox();
+    let blocked_second = outbox_api.publish(&mut second, entry("A", "x"));
     let (first_result, second_result) = tokio::join!(blocked_first, blocked_second);
     let retryable = match (first_result, second_result) {
         (Err(AppError::Store(error)), _) => {

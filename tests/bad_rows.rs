@@ -31,7 +31,7 @@ impl Beside {
         let dir = ScratchDir::new("bad-rows");
         dir.add_plugin("noop", plugins::NOOP);
         let mut config = host::config(&db, dir.path());
-        config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+        config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
         let host = TestHost::start(&config).await;
         host.wait_for_plugins("NOOP is loaded", SETTLE, |set| {
             set.handler("NOOP").is_some()

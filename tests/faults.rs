@@ -15,6 +15,7 @@ use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -125,7 +126,7 @@ async fn closing_the_hosts_stdout_and_stderr_under_load_loses_no_row_and_sigterm
     let receiver = StubServer::start(200).await;
     let admin_port = free_port();
     let (_dir, config) = setup_with(&db, &receiver, "closed-stdio", |config| {
-        config.admin.listen = format!("127.0.0.1:{admin_port}");
+        config.admin.listen = SocketAddr::from(([127, 0, 0, 1], admin_port));
     });
     let mut process = HostProcess::run(BINARY, &config, "info", Stdio::piped(), Stdio::piped());
     let mut stdout = process.child().stdout.take().expect("piped");
@@ -208,8 +209,8 @@ async fn kill_9_under_load_then_a_restart_publishes_every_row_repeating_at_most_
     // Slow enough answers that publishes are in flight at the kill.
     receiver.set_delay(Duration::from_millis(50));
     let (_dir, config) = setup_with(&db, &receiver, "kill-9", |config| {
-        config.relay.lease_timeout_ms = 10_000;
-        config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+        config.relay.lease_timeout = Duration::from_millis(10_000);
+        config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
     });
     let load = mixed_load(&db, &receiver);
     let mut first = HostProcess::run(BINARY, &config, "warn", Stdio::null(), Stdio::inherit());
@@ -253,9 +254,9 @@ async fn three_hosts_under_load_deliver_once_run_maintenance_one_at_a_time_and_r
     for name in ["a", "b", "c"] {
         let mut config = host::config(&db, dir.path());
         config.relay.node_id = Some(format!("{}-{name}", db.schema));
-        config.relay.lease_timeout_ms = 5_000;
-        config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
-        config.admin.listen = format!("127.0.0.1:{}", free_port());
+        config.relay.lease_timeout = Duration::from_millis(5_000);
+        config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
+        config.admin.listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let path = dir.path().join(format!("host-{name}.conf"));
         write_config(&config, &path);
         let admin = format!("http://{}", config.admin.listen);

@@ -455,7 +455,7 @@ async fn a_half_written_plugin_file_is_never_loaded() {
     dir.add_manifest("late", &scripted("LATE", "v1"));
     let mut config = host::config(&db, dir.path());
     // Ten times the pause between pieces: a slow scheduler must not make a pause look like the end.
-    config.plugins.settle_ms = 300;
+    config.plugins.settle = Duration::from_millis(300);
     let host = TestHost::start(&config).await;
     publish_rows(&db, "LATE", 3).await;
     let late = dir.path().join("late.wasm");
@@ -536,8 +536,8 @@ async fn the_periodic_rescan_finds_a_change_no_event_reported() {
     let dir = ScratchDir::new("reload-rescan");
     let mut config = host::config(&db, dir.path());
     // Filesystem events would wake the watcher only after an hour: only the re-scan can notice.
-    config.plugins.watch_debounce_ms = 3_600_000;
-    config.plugins.rescan_interval_ms = 200;
+    config.plugins.watch_debounce = Duration::from_millis(3_600_000);
+    config.plugins.rescan_interval = Duration::from_millis(200);
     let host = TestHost::start(&config).await;
     publish_rows(&db, "NOOP", 5).await;
 

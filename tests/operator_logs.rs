@@ -82,7 +82,7 @@ const ROUTINE: [&str; 3] = [
 async fn host_after_routine_work(label: &str, log: Option<&str>) -> (Setup, LoggedHost) {
     let mut setup = setup(label).await;
     setup.config.database.migrate = true;
-    setup.config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    setup.config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
     let host = LoggedHost::start(BINARY, &setup.config, &setup.config_file, log).await;
     let runs = "outbox_maintenance_runs_total{job=\"stale_lease_recovery\",result=\"ok\"}";
     wait_until(
@@ -289,7 +289,7 @@ async fn a_log_written_to_a_terminal_is_coloured() {
     let setup = setup("log-terminal").await;
     let mut config = Config::default();
     config.database.url = Some(db::url());
-    config.database.schema = Some(setup.db.schema.to_string());
+    config.database.schema = Some(setup.db.schema.clone());
     std::fs::write(&setup.config_file, toml::to_string(&config).unwrap()).unwrap();
     // `script` runs the command on a pseudo-terminal and copies what it writes to stdout.
     let command = format!("{BINARY} migrate --config {}", setup.config_file.display());

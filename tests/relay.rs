@@ -4,6 +4,7 @@ use outbox_host::api::OutboxEntry;
 use outbox_host::config::Strategy;
 use outbox_host::relay::LISTENER_APPLICATION_NAME;
 use outbox_host::service::APPLICATION_NAME;
+use outbox_host::signals::Signal;
 use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::http_stub::StubServer;
@@ -157,8 +158,11 @@ async fn a_row_whose_type_has_no_plugin_stays_pending_and_its_younger_siblings_w
         db.state_of(other).await == "PUBLISHED"
     })
     .await;
-    // Several polling intervals later, the blocked aggregate has still not moved.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Several turns later, the blocked aggregate has still not moved.
+    host.wait_for_signals("three more relay turns", 3, SETTLE, |signal| {
+        matches!(signal, Signal::RelayTurn { .. })
+    })
+    .await;
     assert_eq!(db.state_of(head).await, "PENDING");
     assert_eq!(db.state_of(sibling).await, "PENDING");
     assert_eq!(
@@ -304,7 +308,7 @@ async fn with_listen_notify_a_new_row_is_picked_up_in_under_50_ms() {
     dir.add_plugin("noop", plugins::NOOP);
     let mut config = host::config(&db, dir.path());
     config.relay.strategy = Strategy::ListenNotify;
-    config.relay.polling_interval_ms = 1000;
+    config.relay.polling_interval = Duration::from_millis(1000);
     let host = TestHost::start(&config).await;
     let listener = format!(
         "{LISTENER_APPLICATION_NAME} {}",
@@ -326,7 +330,7 @@ async fn with_polling_at_one_second_a_new_row_waits_for_the_poll() {
     dir.add_plugin("noop", plugins::NOOP);
     let mut config = host::config(&db, dir.path());
     config.relay.strategy = Strategy::Polling;
-    config.relay.polling_interval_ms = 1000;
+    config.relay.polling_interval = Duration::from_millis(1000);
     let host = TestHost::start(&config).await;
     let p50 = median_pickup_ms(&db, 5).await;
     assert!(
@@ -436,7 +440,8 @@ async fn two_hosts_of_two_loops_each_publish_every_row_once_and_each_aggregate_i
 
 /// A delivery that outlives its lease is taken over by whichever host claims the row next; the
 /// first call's late success is refused as a mark, and the aggregate's younger rows wait for the
-/// takeover, so order holds.
+/// takeover, so order holds. (A call is cut at two thirds of the lease, so here the lease is
+/// recovered early, as it is when a call waited long for an instance before it started.)
 #[tokio::test]
 async fn a_lease_expiring_under_a_slow_endpoint_with_two_hosts_refuses_the_late_mark_and_keeps_order()
  {
@@ -447,8 +452,6 @@ async fn a_lease_expiring_under_a_slow_endpoint_with_two_hosts_refuses_the_late_
     let recorder = format!("recorder_{}", db.schema);
     dir.add_plugin(&recorder, plugins::RECORDER);
     let mut first = host::config(&db, dir.path());
-    first.relay.lease_timeout_ms = 2000;
-    first.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
     first.relay.node_id = Some(format!("{}-a", db.schema));
     let mut second = first.clone();
     second.relay.node_id = Some(format!("{}-b", db.schema));
@@ -463,6 +466,11 @@ async fn a_lease_expiring_under_a_slow_endpoint_with_two_hosts_refuses_the_late_
         ids.push(db.outbox().publish(&mut tx, e).await.unwrap());
     }
     tx.commit().await.unwrap();
+    wait_until("the first delivery has started", SETTLE, || async {
+        stub.requests().len() == 1
+    })
+    .await;
+    db.repository().reclaim_stale(Duration::ZERO).await.unwrap();
     wait_until("every row is published", SETTLE, || async {
         db.count("PUBLISHED").await == 5
     })
@@ -495,8 +503,8 @@ async fn the_relay_survives_losing_its_database_connections() {
     let dir = ScratchDir::new("relay-connections-lost");
     dir.add_plugin("noop", plugins::NOOP);
     let mut config = host::config(&db, dir.path());
-    config.relay.lease_timeout_ms = 1000;
-    config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    config.relay.lease_timeout = Duration::from_millis(1000);
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
     let node = config.relay.node_id.clone().unwrap();
     let host = TestHost::start(&config).await;
     let mut terminated = 0;
@@ -538,7 +546,7 @@ async fn a_call_that_outlived_its_lease_cannot_record_against_the_same_nodes_nex
     let recorder = format!("recorder_{}", db.schema);
     dir.add_plugin(&recorder, plugins::RECORDER);
     let mut config = host::config(&db, dir.path());
-    config.maintenance.stale_lease_recovery_cron = "0 0 0 1 1 *".to_owned();
+    config.maintenance.stale_lease_recovery_cron = "0 0 0 1 1 *".parse().unwrap();
     let host = TestHost::start(&config).await;
     let id = db.publish(webhook_entry(&stub, "a", 0)).await;
     wait_until("the first delivery has started", SETTLE, || async {
@@ -577,6 +585,40 @@ async fn a_call_that_outlived_its_lease_cannot_record_against_the_same_nodes_nex
             .any(|l| l.contains("outcome=success") && l.contains("disposition_recorded=true")),
         "{lines:#?}"
     );
+    host.stop().await;
+}
+
+/// However long a manifest lets a call run, it ends before its row's lease could pass to another
+/// call: a plugin is held to two thirds of `relay.lease_timeout_ms`.
+#[tokio::test]
+async fn a_call_is_cut_at_two_thirds_of_the_lease_whatever_its_manifest_allows() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("relay-call-within-lease");
+    dir.add_plugin("scripted", plugins::SCRIPTED);
+    dir.add_manifest("scripted", "[limits]\ntimeout_ms = 20000\n");
+    let mut config = host::config(&db, dir.path());
+    config.relay.lease_timeout = Duration::from_millis(1500);
+    let host = TestHost::start(&config).await;
+    let handler = host.service.plugins().borrow().handler("SCRIPTED");
+    assert_eq!(
+        handler.map(|handler| handler.limits().timeout_ms),
+        Some(1000)
+    );
+    let slow = OutboxEntry::new(
+        "test.event",
+        "SCRIPTED",
+        "x",
+        serde_json::json!({"delay_ms": 10_000}),
+    )
+    .max_attempts(1);
+    let id = db.publish(slow).await;
+    wait_until("the call has ended", SETTLE, || async {
+        !["PENDING", "PROCESSING"].contains(&db.state_of(id).await.as_str())
+    })
+    .await;
+    assert_eq!(db.state_of(id).await, "DEAD_LETTER");
+    let row = db.repository().find(id).await.unwrap().unwrap();
+    assert_eq!(row.error_type.as_deref(), Some("timeout"));
     host.stop().await;
 }
 

@@ -2,11 +2,16 @@
 
 use outbox_host::admin::client;
 use outbox_host::maintenance::{CleanupSettings, Job};
+use outbox_host::metrics::RunResult;
+use outbox_host::service::{self, Resources, StartError};
+use outbox_host::signals::Signal;
 use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
 use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 const SETTLE: Duration = Duration::from_secs(30);
 
@@ -137,8 +142,8 @@ async fn stale_lease_recovery_runs_on_its_schedule() {
     let db = TestDb::new().await;
     let dir = ScratchDir::new("maintenance-lease");
     let mut config = host::config(&db, dir.path());
-    config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
-    config.relay.lease_timeout_ms = 1000;
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
+    config.relay.lease_timeout = Duration::from_millis(1000);
     let id = db.publish(entry("NOOP", "x")).await;
     db.execute(&format!(
         "UPDATE {{outbox}} SET state = 'PROCESSING', claimed_by = 'gone-0', claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
@@ -157,14 +162,14 @@ async fn maintenance_skips_a_run_while_another_node_holds_its_lock() {
     let db = TestDb::new().await;
     let dir = ScratchDir::new("maintenance-lock");
     let mut config = host::config(&db, dir.path());
-    config.maintenance.stale_lease_recovery_cron = "* * * * * *".to_owned();
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
     let id = db.publish(entry("NOOP", "x")).await;
     db.execute(&format!(
         "UPDATE {{outbox}} SET state = 'PROCESSING', claimed_by = 'gone-0', claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {id}"
     ))
     .await;
     let key = Job::LeaseRecovery {
-        lease: config.relay.lease_timeout(),
+        lease: config.relay.lease_timeout,
     }
     .lock_key(Some(&db.schema));
     let mut other_node = db.pool.acquire().await.unwrap();
@@ -175,7 +180,14 @@ async fn maintenance_skips_a_run_while_another_node_holds_its_lock() {
         .unwrap();
     assert!(locked);
     let host = TestHost::start(&config).await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    host.wait_for_signals("a lease recovery run is skipped", 2, SETTLE, |signal| {
+        *signal
+            == Signal::MaintenanceRun {
+                job: "stale_lease_recovery",
+                result: RunResult::Skipped,
+            }
+    })
+    .await;
     assert_eq!(
         db.state_of(id).await,
         "PROCESSING",
@@ -198,7 +210,7 @@ async fn cleanup_runs_on_its_schedule_with_the_retention_settings() {
     let db = TestDb::new().await;
     let dir = ScratchDir::new("maintenance-cleanup");
     let mut config = host::config(&db, dir.path());
-    config.maintenance.cleanup_cron = "* * * * * *".to_owned();
+    config.maintenance.cleanup_cron = "* * * * * *".parse().unwrap();
     config.cleanup.published_retention_days = 7;
     let old = db.publish(entry("NOOP", "x")).await;
     let recent = db.publish(entry("NOOP", "x")).await;
@@ -246,5 +258,51 @@ async fn a_run_of_cleanup_reports_what_it_deleted() {
             dead_letter: 1,
             inbox: 0
         }
+    );
+}
+
+/// An application embedding the service hands it its own pool, a listener it bound, and the token
+/// that stops it.
+#[tokio::test]
+async fn the_service_runs_on_the_pool_and_listener_it_is_given_until_its_token_is_cancelled() {
+    let db = TestDb::new().await;
+    let dir = noop_dir("service-resources");
+    let mut config = host::config(&db, dir.path());
+    // Nothing answers there: only the pool given can deliver.
+    config.database.url = Some("postgres://nobody@127.0.0.1:9/nowhere".to_owned());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let resources = Resources {
+        pool: Some(db.pool.clone()),
+        admin_listener: Some(listener),
+    };
+    let service = service::start(&config, resources, shutdown.clone())
+        .await
+        .expect("the service starts on what it is given");
+    assert_eq!(service.admin_addr(), admin_addr);
+    let id = db.publish(entry("NOOP", "x")).await;
+    db.wait_until_published(id, SETTLE).await;
+
+    shutdown.cancel();
+    tokio::time::timeout(SETTLE, service.wait())
+        .await
+        .expect("the service stops once its token is cancelled");
+}
+
+#[tokio::test]
+async fn a_bad_value_set_in_code_fails_the_start_naming_its_key() {
+    let db = TestDb::new().await;
+    let dir = noop_dir("service-bad-config");
+    let mut config = host::config(&db, dir.path());
+    config.relay.max_in_flight = config.relay.batch_size - 1;
+    let error = service::start(&config, Resources::default(), CancellationToken::new())
+        .await
+        .err()
+        .expect("the start is refused");
+    assert!(
+        matches!(&error, StartError::Config(_))
+            && error.to_string().contains("relay.max_in_flight"),
+        "{error}"
     );
 }

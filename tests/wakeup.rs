@@ -16,7 +16,7 @@ const WOKEN: Duration = Duration::from_secs(60);
 fn listening_config(db: &TestDb, dir: &ScratchDir, node: &str) -> Config {
     let mut config = host::config(db, dir.path());
     config.relay.strategy = Strategy::ListenNotify;
-    config.relay.polling_interval_ms = POLL;
+    config.relay.polling_interval = Duration::from_millis(POLL);
     config.relay.node_id = Some(format!("{}-{node}", db.schema));
     config
 }
@@ -156,7 +156,7 @@ async fn with_the_doorbell_trigger_dropped_an_idle_relay_still_delivers_at_the_p
     let db = TestDb::in_a_database_of_its_own().await;
     let dir = noop_dir("wakeup-no-trigger");
     let mut config = listening_config(&db, &dir, "a");
-    config.relay.polling_interval_ms = 1_000;
+    config.relay.polling_interval = Duration::from_millis(1_000);
     let host = TestHost::start(&config).await;
     wait_until_armed(&db, 1).await;
     db.execute(&format!(

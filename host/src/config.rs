@@ -33,7 +33,7 @@ pub struct DatabaseConfig {
     pub url: Option<String>,
     /// Places every object in this schema and qualifies every statement with it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub schema: Option<String>,
+    pub schema: Option<SchemaName>,
     /// Apply migrations on `run`.
     pub migrate: bool,
     pub max_connections: u32,
@@ -66,12 +66,15 @@ pub struct PluginsConfig {
     /// Plugin instances alive at once, across all plugins (each reserves address space, not memory).
     pub max_instances: u32,
     /// Filesystem events closer together than this wake the watcher once.
-    pub watch_debounce_ms: u64,
+    #[serde(rename = "watch_debounce_ms", with = "millis")]
+    pub watch_debounce: Duration,
     /// A changed file is loaded only once the directory has stayed unchanged (sizes, times) this
     /// long, so a file still being written is never loaded half-way.
-    pub settle_ms: u64,
+    #[serde(rename = "settle_ms", with = "millis")]
+    pub settle: Duration,
     /// The directory is also re-read this often, in case the watcher missed an event.
-    pub rescan_interval_ms: u64,
+    #[serde(rename = "rescan_interval_ms", with = "millis")]
+    pub rescan_interval: Duration,
 }
 
 impl Default for PluginsConfig {
@@ -81,31 +84,42 @@ impl Default for PluginsConfig {
             state_dir: None,
             cache_dir: None,
             max_instances: 1000,
-            watch_debounce_ms: 50,
-            settle_ms: 150,
-            rescan_interval_ms: 30_000,
+            watch_debounce: Duration::from_millis(50),
+            settle: Duration::from_millis(150),
+            rescan_interval: Duration::from_secs(30),
         }
     }
 }
 
 impl PluginsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(cache_dir) = self.cache_dir()
+            && path_is_within(&cache_dir, &self.dir)
+        {
+            let key = match self.cache_dir {
+                Some(_) => "plugins.cache_dir",
+                None => "plugins.state_dir",
+            };
+            return Err(ConfigError::key(
+                key,
+                "must not be inside plugins.dir: the compiled-component cache holds native code, \
+                 which whoever deploys plugins must not be able to plant",
+            ));
+        }
+        at_least_one("plugins.max_instances", u64::from(self.max_instances))?;
+        at_least_one("plugins.watch_debounce_ms", millis_of(self.watch_debounce))?;
+        at_least_one("plugins.settle_ms", millis_of(self.settle))?;
+        at_least_one(
+            "plugins.rescan_interval_ms",
+            millis_of(self.rescan_interval),
+        )
+    }
+
     /// `None` when neither `cache_dir` nor `state_dir` is known: every plugin is then compiled.
     pub fn cache_dir(&self) -> Option<PathBuf> {
         self.cache_dir
             .clone()
             .or_else(|| self.state_dir.as_ref().map(|dir| dir.join("cache")))
-    }
-
-    pub fn watch_debounce(&self) -> Duration {
-        Duration::from_millis(self.watch_debounce_ms)
-    }
-
-    pub fn settle(&self) -> Duration {
-        Duration::from_millis(self.settle_ms)
-    }
-
-    pub fn rescan_interval(&self) -> Duration {
-        Duration::from_millis(self.rescan_interval_ms)
     }
 }
 
@@ -130,19 +144,29 @@ impl Strategy {
 #[serde(deny_unknown_fields, default)]
 pub struct RelayConfig {
     pub strategy: Strategy,
-    pub polling_interval_ms: u64,
+    #[serde(rename = "polling_interval_ms", with = "millis")]
+    pub polling_interval: Duration,
     pub batch_size: u32,
-    pub lease_timeout_ms: u64,
-    pub backoff_base_delay_ms: u64,
-    pub backoff_max_delay_ms: u64,
+    /// A claimed row is reclaimed by lease recovery after this long; a plugin call may use at most
+    /// two thirds of it (see [`RelayConfig::max_call_time`]).
+    #[serde(rename = "lease_timeout_ms", with = "millis")]
+    pub lease_timeout: Duration,
+    #[serde(rename = "backoff_base_delay_ms", with = "millis")]
+    pub backoff_base_delay: Duration,
+    #[serde(rename = "backoff_max_delay_ms", with = "millis")]
+    pub backoff_max_delay: Duration,
     /// How long an unresolvable row waits before it may be claimed again (attempt unchanged).
-    pub unresolvable_delay_ms: u64,
+    #[serde(rename = "unresolvable_delay_ms", with = "millis")]
+    pub unresolvable_delay: Duration,
     pub instances: u32,
+    /// Publishes running at once in one relay loop; a turn claims at most this many rows.
     pub max_in_flight: u32,
-    pub shutdown_grace_ms: u64,
+    #[serde(rename = "shutdown_grace_ms", with = "millis")]
+    pub shutdown_grace: Duration,
     /// `/readyz` fails when a relay loop has completed no turn for this long (an idle loop still
     /// turns every polling interval, so this must exceed `polling_interval_ms`).
-    pub stalled_after_ms: u64,
+    #[serde(rename = "stalled_after_ms", with = "millis")]
+    pub stalled_after: Duration,
     /// Whether a relay turn (its marks and its claim) waits for its commit to reach the disk. Off:
     /// the application's row was committed durably already, and a turn lost in a PostgreSQL crash
     /// only means its rows are delivered again, which at-least-once allows.
@@ -156,16 +180,16 @@ impl Default for RelayConfig {
     fn default() -> Self {
         RelayConfig {
             strategy: Strategy::ListenNotify,
-            polling_interval_ms: 1000,
+            polling_interval: Duration::from_secs(1),
             batch_size: 50,
-            lease_timeout_ms: 30_000,
-            backoff_base_delay_ms: 1000,
-            backoff_max_delay_ms: 300_000,
-            unresolvable_delay_ms: 1000,
+            lease_timeout: Duration::from_secs(30),
+            backoff_base_delay: Duration::from_secs(1),
+            backoff_max_delay: Duration::from_secs(300),
+            unresolvable_delay: Duration::from_secs(1),
             instances: 1,
             max_in_flight: 64,
-            shutdown_grace_ms: 10_000,
-            stalled_after_ms: 30_000,
+            shutdown_grace: Duration::from_secs(10),
+            stalled_after: Duration::from_secs(30),
             synchronous_commit: false,
             node_id: None,
         }
@@ -173,24 +197,55 @@ impl Default for RelayConfig {
 }
 
 impl RelayConfig {
-    pub fn polling_interval(&self) -> Duration {
-        Duration::from_millis(self.polling_interval_ms)
+    fn validate(&self) -> Result<(), ConfigError> {
+        at_least_one(
+            "relay.polling_interval_ms",
+            millis_of(self.polling_interval),
+        )?;
+        at_least_one("relay.batch_size", u64::from(self.batch_size))?;
+        at_least_one("relay.lease_timeout_ms", millis_of(self.lease_timeout))?;
+        // Zero would claim an unresolvable row again at once, over and over.
+        at_least_one(
+            "relay.unresolvable_delay_ms",
+            millis_of(self.unresolvable_delay),
+        )?;
+        at_least_one("relay.instances", u64::from(self.instances))?;
+        if self.backoff_base_delay > self.backoff_max_delay {
+            return Err(ConfigError::key(
+                "relay.backoff_base_delay_ms",
+                "must not exceed relay.backoff_max_delay_ms",
+            ));
+        }
+        if self.max_in_flight < self.batch_size {
+            return Err(ConfigError::key(
+                "relay.max_in_flight",
+                "must be at least relay.batch_size: a turn claims no more rows than it may have \
+                 in flight",
+            ));
+        }
+        if self.stalled_after <= self.polling_interval {
+            return Err(ConfigError::key(
+                "relay.stalled_after_ms",
+                "must be greater than relay.polling_interval_ms: an idle relay turns once per \
+                 polling interval",
+            ));
+        }
+        if let Some(node_id) = &self.node_id
+            && (node_id.trim().is_empty() || node_id.len() > 200)
+        {
+            return Err(ConfigError::key(
+                "relay.node_id",
+                "must be 1 to 200 characters",
+            ));
+        }
+        Ok(())
     }
 
-    pub fn lease_timeout(&self) -> Duration {
-        Duration::from_millis(self.lease_timeout_ms)
-    }
-
-    pub fn unresolvable_delay(&self) -> Duration {
-        Duration::from_millis(self.unresolvable_delay_ms)
-    }
-
-    pub fn shutdown_grace(&self) -> Duration {
-        Duration::from_millis(self.shutdown_grace_ms)
-    }
-
-    pub fn stalled_after(&self) -> Duration {
-        Duration::from_millis(self.stalled_after_ms)
+    /// The longest a plugin call may run: two thirds of the lease, so a call ends (and its outcome
+    /// is recorded) before lease recovery could hand its row to another call. A plugin whose
+    /// `limits.timeout_ms` is longer is held to this.
+    pub fn max_call_time(&self) -> Duration {
+        self.lease_timeout * 2 / 3
     }
 
     pub fn node_id(&self) -> String {
@@ -224,24 +279,78 @@ impl Default for CleanupConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MaintenanceConfig {
-    /// Six fields, seconds first.
-    pub stale_lease_recovery_cron: String,
-    pub cleanup_cron: String,
+    pub stale_lease_recovery_cron: CronSchedule,
+    pub cleanup_cron: CronSchedule,
 }
 
 impl Default for MaintenanceConfig {
     fn default() -> Self {
+        let seed = |expression: &str| CronSchedule::from_str(expression).expect("a seed default");
         MaintenanceConfig {
-            stale_lease_recovery_cron: "*/30 * * * * *".to_owned(),
-            cleanup_cron: "0 0 */6 * * *".to_owned(),
+            stale_lease_recovery_cron: seed("*/30 * * * * *"),
+            cleanup_cron: seed("0 0 */6 * * *"),
         }
+    }
+}
+
+/// A cron expression with seconds (six fields, seconds first), parsed when it is read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CronSchedule {
+    expression: String,
+    schedule: cron::Schedule,
+}
+
+impl CronSchedule {
+    pub fn schedule(&self) -> &cron::Schedule {
+        &self.schedule
+    }
+}
+
+impl PartialEq for CronSchedule {
+    fn eq(&self, other: &Self) -> bool {
+        self.expression == other.expression
+    }
+}
+
+impl FromStr for CronSchedule {
+    type Err = String;
+
+    fn from_str(expression: &str) -> Result<Self, String> {
+        let fields = expression.split_whitespace().count();
+        if fields != 6 {
+            return Err(format!(
+                "must have 6 fields (seconds first), found {fields}"
+            ));
+        }
+        let schedule = cron::Schedule::from_str(expression)
+            .map_err(|error| format!("invalid cron expression: {error}"))?;
+        Ok(CronSchedule {
+            expression: expression.to_owned(),
+            schedule,
+        })
+    }
+}
+
+impl TryFrom<String> for CronSchedule {
+    type Error = String;
+
+    fn try_from(expression: String) -> Result<Self, String> {
+        expression.parse()
+    }
+}
+
+impl From<CronSchedule> for String {
+    fn from(cron: CronSchedule) -> String {
+        cron.expression
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
-    pub listen: String,
+    #[serde(deserialize_with = "socket_address")]
+    pub listen: SocketAddr,
     /// When set, every endpoint but `/healthz` requires `Authorization: Bearer <token>`. Required
     /// to listen on anything but a loopback address: the listener can redrive and purge rows.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -251,7 +360,7 @@ pub struct AdminConfig {
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
-            listen: "127.0.0.1:9464".to_owned(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
             token: None,
         }
     }
@@ -260,18 +369,18 @@ impl Default for AdminConfig {
 /// Shortest `admin.token` accepted: long enough not to be guessed over the network.
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 
-impl AdminConfig {
-    pub fn listen_addr(&self) -> SocketAddr {
-        self.listen
-            .parse()
-            .expect("validated when the configuration was loaded")
-    }
+/// `admin.listen`, with a message that shows the expected form.
+fn socket_address<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<SocketAddr, D::Error> {
+    String::deserialize(deserializer)?
+        .parse()
+        .map_err(|_| serde::de::Error::custom("must be an address such as 127.0.0.1:9464"))
+}
 
-    /// The address parses, the token is usable as a bearer token, and a non-loopback address has one.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let addr = SocketAddr::from_str(&self.listen).map_err(|_| {
-            ConfigError::key("admin.listen", "must be an address such as 127.0.0.1:9464")
-        })?;
+impl AdminConfig {
+    /// The token is usable as a bearer token, and a non-loopback address has one.
+    fn validate(&self) -> Result<(), ConfigError> {
         if let Some(token) = &self.token {
             let usable = token.0.len() >= MIN_ADMIN_TOKEN_CHARS
                 && token.0.bytes().all(|b| b.is_ascii_graphic());
@@ -284,7 +393,7 @@ impl AdminConfig {
                     ),
                 ));
             }
-        } else if !addr.ip().is_loopback() {
+        } else if !self.listen.ip().is_loopback() {
             return Err(ConfigError::key(
                 "admin.listen",
                 "is not a loopback address, and the admin listener can redrive and purge rows: \
@@ -456,6 +565,8 @@ impl Config {
         let (mut database_url, mut xdg_state_home, mut home) = (None, None, None);
         // Key → the environment variable that set it.
         let mut variables = BTreeMap::new();
+        // Key → the variable's text, where it was read as a TOML literal other than a string.
+        let mut literals = BTreeMap::new();
         for (name, value) in env {
             match name.as_str() {
                 "DATABASE_URL" => database_url = Some(value),
@@ -463,17 +574,36 @@ impl Config {
                 "HOME" => home = Some(value),
                 _ => {
                     if let Some(rest) = name.strip_prefix(ENV_PREFIX) {
-                        let key = apply_env_override(&mut table, &name, rest, &value)?;
+                        let (key, literal) = apply_env_override(&mut table, &name, rest, &value)?;
+                        if literal {
+                            literals.insert(key.clone(), value);
+                        }
                         variables.insert(key, name);
                     }
                 }
             }
         }
-        let mut config: Config = serde_path_to_error::deserialize(table).map_err(|error| {
-            let key = error.path().to_string();
-            ConfigError::key(key, value_free(error.into_inner().message()))
-                .naming_source(&variables, file)
-        })?;
+        let mut config = loop {
+            match serde_path_to_error::deserialize::<_, Config>(table.clone()) {
+                Ok(config) => break config,
+                Err(error) => {
+                    let key = error.path().to_string();
+                    // `OUTBOX_RELAY_NODE_ID=42` reads as a number; a key that wants text gets the
+                    // variable's text instead.
+                    if let Some(text) = literals.remove(&key)
+                        && let Some((section, name)) = key.split_once('.')
+                        && let Some(toml::Value::Table(section)) = table.get_mut(section)
+                    {
+                        section.insert(name.to_owned(), toml::Value::String(text));
+                        continue;
+                    }
+                    return Err(
+                        ConfigError::key(key, value_free(error.into_inner().message()))
+                            .naming_source(&variables, file),
+                    );
+                }
+            }
+        };
         if config.database.url.is_none() && database_url.is_some() {
             config.database.url = database_url;
             variables.insert("database.url".to_owned(), "DATABASE_URL".to_owned());
@@ -495,92 +625,22 @@ impl Config {
             .unwrap_or(database::DEFAULT_URL)
     }
 
-    /// The validated schema; `None` leaves every statement unqualified.
-    pub fn schema(&self) -> Option<SchemaName> {
-        self.database
-            .schema
-            .as_deref()
-            .map(|name| SchemaName::parse(name).expect("validated on load"))
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(schema) = &self.database.schema {
-            SchemaName::parse(schema)
-                .map_err(|error| ConfigError::key("database.schema", error.to_string()))?;
-        }
+    /// The rules a parsed value alone cannot carry (ranges, keys that depend on each other), one
+    /// section at a time. [`crate::service::start`] checks them again, however the configuration
+    /// was built.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         database::connect_options(self.database_url())
             .map_err(|error| ConfigError::key("database.url", mask_secrets(&error.to_string())))?;
-        if let Some(cache_dir) = self.plugins.cache_dir()
-            && path_is_within(&cache_dir, &self.plugins.dir)
-        {
-            let key = match self.plugins.cache_dir {
-                Some(_) => "plugins.cache_dir",
-                None => "plugins.state_dir",
-            };
-            return Err(ConfigError::key(
-                key,
-                "must not be inside plugins.dir: the compiled-component cache holds native code, \
-                 which whoever deploys plugins must not be able to plant",
-            ));
-        }
-        let at_least_one = [
-            (
-                "database.max_connections",
-                u64::from(self.database.max_connections),
-            ),
-            (
-                "plugins.max_instances",
-                u64::from(self.plugins.max_instances),
-            ),
-            ("plugins.watch_debounce_ms", self.plugins.watch_debounce_ms),
-            ("plugins.settle_ms", self.plugins.settle_ms),
-            (
-                "plugins.rescan_interval_ms",
-                self.plugins.rescan_interval_ms,
-            ),
-            ("relay.polling_interval_ms", self.relay.polling_interval_ms),
-            ("relay.batch_size", u64::from(self.relay.batch_size)),
-            ("relay.lease_timeout_ms", self.relay.lease_timeout_ms),
-            ("relay.instances", u64::from(self.relay.instances)),
-            ("relay.max_in_flight", u64::from(self.relay.max_in_flight)),
-            (
-                "cleanup.cleanup_batch_size",
-                u64::from(self.cleanup.cleanup_batch_size),
-            ),
-        ];
-        if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
-            return Err(ConfigError::key(*key, "must be at least 1"));
-        }
-        if self.relay.backoff_base_delay_ms > self.relay.backoff_max_delay_ms {
-            return Err(ConfigError::key(
-                "relay.backoff_base_delay_ms",
-                "must not exceed relay.backoff_max_delay_ms",
-            ));
-        }
-        if self.relay.stalled_after_ms <= self.relay.polling_interval_ms {
-            return Err(ConfigError::key(
-                "relay.stalled_after_ms",
-                "must be greater than relay.polling_interval_ms: an idle relay turns once per \
-                 polling interval",
-            ));
-        }
-        if let Some(node_id) = &self.relay.node_id
-            && (node_id.trim().is_empty() || node_id.len() > 200)
-        {
-            return Err(ConfigError::key(
-                "relay.node_id",
-                "must be 1 to 200 characters",
-            ));
-        }
-        for (key, expression) in [
-            (
-                "maintenance.stale_lease_recovery_cron",
-                &self.maintenance.stale_lease_recovery_cron,
-            ),
-            ("maintenance.cleanup_cron", &self.maintenance.cleanup_cron),
-        ] {
-            parse_cron(expression).map_err(|message| ConfigError::key(key, message))?;
-        }
+        at_least_one(
+            "database.max_connections",
+            u64::from(self.database.max_connections),
+        )?;
+        self.plugins.validate()?;
+        self.relay.validate()?;
+        at_least_one(
+            "cleanup.cleanup_batch_size",
+            u64::from(self.cleanup.cleanup_batch_size),
+        )?;
         self.admin.validate()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|error| ConfigError::key("log.level", error.to_string()))?;
@@ -650,16 +710,29 @@ pub(crate) fn value_free(message: &str) -> String {
     }
 }
 
-/// A cron expression with seconds: exactly six fields.
-pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
-    let fields = expression.split_whitespace().count();
-    if fields != 6 {
-        return Err(format!(
-            "must have 6 fields (seconds first), found {fields}"
-        ));
+fn at_least_one(key: &str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 {
+        return Err(ConfigError::key(key, "must be at least 1"));
     }
-    cron::Schedule::from_str(expression)
-        .map_err(|error| format!("invalid cron expression: {error}"))
+    Ok(())
+}
+
+fn millis_of(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Durations are written in milliseconds, under keys ending in `_ms`, and held as [`Duration`].
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(super::millis_of(*duration))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_millis)
+    }
 }
 
 fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
@@ -677,14 +750,14 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
 }
 
 /// `OUTBOX_RELAY_BATCH_SIZE=500` sets `relay.batch_size` (the key it returns). The value is read as a
-/// TOML literal when it is one (`500`, `false`), else as text, so `OUTBOX_DATABASE_SCHEMA=messaging`
-/// needs no quotes.
+/// TOML literal when it is one (`500`, `false`; then it also returns `true`), else as text, so
+/// `OUTBOX_DATABASE_SCHEMA=messaging` needs no quotes.
 fn apply_env_override(
     table: &mut toml::Table,
     name: &str,
     rest: &str,
     value: &str,
-) -> Result<String, ConfigError> {
+) -> Result<(String, bool), ConfigError> {
     let lower = rest.to_ascii_lowercase();
     let Some((section, key)) = lower
         .split_once('_')
@@ -700,13 +773,14 @@ fn apply_env_override(
         .and_then(|mut literal| literal.remove("v"))
         .filter(|literal| !matches!(literal, toml::Value::Table(_)))
         .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+    let literal = !parsed.is_str();
     let section_table = table
         .entry(section)
         .or_insert_with(|| toml::Value::Table(toml::Table::new()))
         .as_table_mut()
         .ok_or_else(|| ConfigError::key(section, "must be a table"))?;
     section_table.insert(key.to_owned(), parsed);
-    Ok(format!("{section}.{key}"))
+    Ok((format!("{section}.{key}"), literal))
 }
 
 /// The mask that replaces a secret.
@@ -847,14 +921,17 @@ mod tests {
         let config = load(
             "[relay]\nbatch_size = 5\n",
             &[
-                ("OUTBOX_RELAY_BATCH_SIZE", "500"),
+                ("OUTBOX_RELAY_BATCH_SIZE", "60"),
                 ("OUTBOX_DATABASE_SCHEMA", "messaging"),
                 ("OUTBOX_DATABASE_MIGRATE", "false"),
             ],
         )
         .unwrap();
-        assert_eq!(config.relay.batch_size, 500);
-        assert_eq!(config.database.schema.as_deref(), Some("messaging"));
+        assert_eq!(config.relay.batch_size, 60);
+        assert_eq!(
+            config.database.schema.as_ref().map(SchemaName::as_str),
+            Some("messaging")
+        );
         assert!(!config.database.migrate);
     }
 
@@ -900,6 +977,82 @@ mod tests {
         )
         .unwrap();
         assert_eq!(from_file.database_url(), "postgres://f@h/d");
+    }
+
+    #[test]
+    fn an_environment_value_that_looks_like_a_number_is_text_where_the_key_wants_text() {
+        let config = load(
+            "",
+            &[
+                ("OUTBOX_RELAY_NODE_ID", "42"),
+                ("OUTBOX_ADMIN_TOKEN", "12345678901234567"),
+                ("OUTBOX_RELAY_BATCH_SIZE", "42"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.relay.node_id.as_deref(), Some("42"));
+        assert_eq!(
+            config.admin.token.as_ref().map(AdminToken::expose),
+            Some("12345678901234567")
+        );
+        assert_eq!(config.relay.batch_size, 42);
+        let error = message_of(load("", &[("OUTBOX_RELAY_BATCH_SIZE", "4.5")]));
+        assert!(error.contains("OUTBOX_RELAY_BATCH_SIZE"), "{error}");
+    }
+
+    #[test]
+    fn a_zero_unresolvable_delay_is_refused() {
+        let error = message_of(load("[relay]\nunresolvable_delay_ms = 0\n", &[]));
+        assert!(error.contains("relay.unresolvable_delay_ms"), "{error}");
+        assert!(error.ends_with("must be at least 1"), "{error}");
+    }
+
+    #[test]
+    fn a_backoff_base_above_its_maximum_is_refused() {
+        let text = "[relay]\nbackoff_base_delay_ms = 5000\nbackoff_max_delay_ms = 1000\n";
+        assert_eq!(
+            key_of(load(text, &[]).unwrap_err()),
+            "relay.backoff_base_delay_ms"
+        );
+    }
+
+    #[test]
+    fn max_in_flight_below_the_batch_size_is_refused() {
+        let text = "[relay]\nbatch_size = 100\nmax_in_flight = 64\n";
+        assert_eq!(key_of(load(text, &[]).unwrap_err()), "relay.max_in_flight");
+        let text = "[relay]\nbatch_size = 64\nmax_in_flight = 64\n";
+        assert!(load(text, &[]).is_ok());
+    }
+
+    #[test]
+    fn a_plugin_call_may_use_two_thirds_of_the_lease() {
+        let config = load("[relay]\nlease_timeout_ms = 1500\n", &[]).unwrap();
+        assert_eq!(config.relay.max_call_time(), Duration::from_millis(1000));
+        assert_eq!(
+            Config::default().relay.max_call_time(),
+            Duration::from_millis(crate::plugins::Limits::MAX_TIMEOUT_MS),
+            "the default lease leaves the longest time limit a manifest may ask"
+        );
+    }
+
+    #[test]
+    fn durations_are_read_and_printed_in_milliseconds() {
+        let config = load("[relay]\npolling_interval_ms = 250\n", &[]).unwrap();
+        assert_eq!(config.relay.polling_interval, Duration::from_millis(250));
+        assert!(
+            config
+                .to_masked_toml()
+                .contains("polling_interval_ms = 250\n"),
+            "{}",
+            config.to_masked_toml()
+        );
+    }
+
+    #[test]
+    fn a_value_set_in_code_is_checked_by_validate() {
+        let mut config = Config::default();
+        config.relay.batch_size = 0;
+        assert_eq!(key_of(config.validate().unwrap_err()), "relay.batch_size");
     }
 
     /// Planted in every place a secret may hide; it must never come back in an error or a print.

@@ -8,7 +8,8 @@
 //! - [`plugins`]: the WebAssembly runtime: engine, loading, sandbox, capabilities, the plugin set.
 //! - [`relay`]: the loops that claim rows, call plugins and record outcomes; [`maintenance`]: lease
 //!   recovery and retention on cron schedules.
-//! - [`service`]: everything `outbox-host run` starts; [`admin`] and [`metrics`]: what operators see;
+//! - [`service`]: everything `outbox-host run` starts; [`signals`]: its events, to wait on;
+//!   [`admin`] and [`metrics`]: what operators see;
 //!   [`dlq`]: dead letters listed, redriven and purged.
 //! - [`log_output`]: where log lines go, so that logging can never fail or block the host.
 //! - [`config`] and [`cli`]: the service's configuration and the `outbox-host` command line.
@@ -29,4 +30,5 @@ pub mod plugins;
 pub mod relay;
 pub mod repository;
 pub mod service;
+pub mod signals;
 pub mod text;

@@ -633,7 +633,7 @@ fn register<M: Collector + Clone + 'static>(
 }
 
 /// How a scheduled maintenance run ended, as the `result` label says.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunResult {
     Ok,
     Failed,

@@ -11,6 +11,8 @@ use crate::plugins::{
 };
 use crate::relay::{Relay, RelayProgress, RelaySettings};
 use crate::repository::{OutboxRepository, TurnCommit};
+use crate::signals::Signals;
+use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,12 +45,25 @@ pub enum StartError {
     },
 }
 
-/// A started service. Dropping it does not stop it: call [`RunningService::stop`], or cancel its
-/// token and [`RunningService::wait`].
+/// What the service can be given instead of making it from the configuration, as an application
+/// embedding it (or a test) may hold these already.
+#[derive(Default)]
+pub struct Resources {
+    /// Used instead of a pool connected to `database.url` (`database.max_connections` is then the
+    /// pool's own business). Migrations, when `database.migrate` is on, still run on a connection
+    /// of their own to `database.url`.
+    pub pool: Option<PgPool>,
+    /// Served instead of binding `admin.listen`.
+    pub admin_listener: Option<TcpListener>,
+}
+
+/// A started service. Dropping it does not stop it: call [`RunningService::stop`], or cancel the
+/// token it was started with and [`RunningService::wait`].
 pub struct RunningService {
     admin_addr: SocketAddr,
     repository: OutboxRepository,
     metrics: Metrics,
+    signals: Signals,
     plugins: watch::Receiver<Arc<PluginSet>>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
@@ -57,11 +72,16 @@ pub struct RunningService {
     admin_shutdown: CancellationToken,
 }
 
-/// Connects, migrates (unless `database.migrate = false`), loads the plugins and starts everything.
-pub async fn start(config: &Config) -> Result<RunningService, StartError> {
-    // The listener refuses to expose its endpoints beyond loopback without a token, however the
-    // configuration was built.
-    config.admin.validate()?;
+/// Connects, migrates (unless `database.migrate = false`), loads the plugins and starts everything;
+/// it all stops once `shutdown` is cancelled.
+pub async fn start(
+    config: &Config,
+    resources: Resources,
+    shutdown: CancellationToken,
+) -> Result<RunningService, StartError> {
+    // However the configuration was built: the admin listener, for one, refuses to expose its
+    // endpoints beyond loopback without a token.
+    config.validate()?;
     // Checked first: a mistyped path must not look like a host with no plugins.
     if !config.plugins.dir.is_dir() {
         return Err(StartError::PluginsDirMissing {
@@ -69,7 +89,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         });
     }
     let options = database::connect_options(config.database_url())?;
-    let schema = config.schema();
+    let schema = config.database.schema.clone();
     if config.database.migrate {
         database::migrate(&options, schema.as_ref()).await?;
     }
@@ -77,7 +97,10 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     // Operators see which node a connection belongs to in pg_stat_activity.
     let node_options =
         options.application_name(&format!("{APPLICATION_NAME} {}", relay_settings.node_id));
-    let pool = database::connect(node_options, config.database.max_connections).await?;
+    let pool = match resources.pool {
+        Some(pool) => pool,
+        None => database::connect(node_options, config.database.max_connections).await?,
+    };
     let turn_commit = if config.relay.synchronous_commit {
         TurnCommit::Durable
     } else {
@@ -94,17 +117,21 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let engine = PluginEngine::new(EngineConfig {
         cache_dir,
         max_instances: config.plugins.max_instances,
+        max_call_time: Some(config.relay.max_call_time()),
         ..EngineConfig::default()
     })?;
     let (plugins_tx, plugins) = watch::channel(Arc::new(PluginSet::default()));
     metrics.watch_plugins(plugins.clone());
-    let shutdown = CancellationToken::new();
+    let signals = Signals::default();
     let mut tasks = JoinSet::new();
 
-    let addr = config.admin.listen_addr();
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| StartError::AdminListen { addr, source })?;
+    let addr = config.admin.listen;
+    let listener = match resources.admin_listener {
+        Some(listener) => listener,
+        None => TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::AdminListen { addr, source })?,
+    };
     let admin_addr = listener
         .local_addr()
         .map_err(|source| StartError::AdminListen { addr, source })?;
@@ -113,7 +140,7 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     let readiness = Readiness {
         plugins_loaded: plugins_loaded.clone(),
         relay: progress.clone(),
-        stalled_after: config.relay.stalled_after(),
+        stalled_after: config.relay.stalled_after,
         stopping: shutdown.clone(),
     };
     let admin_state = AdminState::new(
@@ -134,9 +161,9 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
     tracing::info!(%admin_addr, token = config.admin.token.is_some(), "admin listener up: /healthz /readyz /metrics /plugins /dlq");
 
     let watch_settings = WatchSettings {
-        debounce: config.plugins.watch_debounce(),
-        settle: config.plugins.settle(),
-        rescan_interval: config.plugins.rescan_interval(),
+        debounce: config.plugins.watch_debounce,
+        settle: config.plugins.settle,
+        rescan_interval: config.plugins.rescan_interval,
     };
     let watcher = match PluginWatcher::start(&config.plugins.dir, watch_settings).await {
         Ok(watcher) => watcher,
@@ -156,16 +183,19 @@ pub async fn start(config: &Config) -> Result<RunningService, StartError> {
         metrics: metrics.clone(),
         settings: Arc::new(relay_settings),
         progress,
+        signals: signals.clone(),
     };
     tasks.spawn(relay.run(shutdown.clone()));
     tasks.spawn(
-        Maintenance::from_config(repository.clone(), metrics.clone(), config).run(shutdown.clone()),
+        Maintenance::from_config(repository.clone(), metrics.clone(), signals.clone(), config)
+            .run(shutdown.clone()),
     );
     tasks.spawn(watcher.run(engine, plugins_tx, metrics.clone(), shutdown.clone()));
     Ok(RunningService {
         admin_addr,
         repository,
         metrics,
+        signals,
         plugins,
         shutdown,
         tasks,
@@ -188,13 +218,14 @@ impl RunningService {
         &self.metrics
     }
 
+    /// What the service does from now on: maintenance runs, relay turns.
+    pub fn signals(&self) -> &Signals {
+        &self.signals
+    }
+
     /// The plugin set in use; it changes when the plugins directory does.
     pub fn plugins(&self) -> watch::Receiver<Arc<PluginSet>> {
         self.plugins.clone()
-    }
-
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
     }
 
     /// Stops claiming, lets publishes in flight finish within the grace period, and returns when

@@ -95,7 +95,7 @@ async fn latency_under_load(rate: u64, duration: Duration) -> (f64, f64, usize) 
     dir.add_plugin("noop", plugins::NOOP);
     let mut config = host::config(&db, dir.path());
     config.relay.strategy = Strategy::ListenNotify;
-    config.relay.polling_interval_ms = 1000;
+    config.relay.polling_interval = Duration::from_millis(1000);
     let host = TestHost::start(&config).await;
     let measured = latency::under_steady_load(&db, rate, duration).await;
     host.stop().await;

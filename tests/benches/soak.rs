@@ -54,8 +54,8 @@ async fn main() {
     let receiver = StubServer::start(200).await;
     receiver.fail_every(20);
     let (dir, config_path) = webhook_host(&db, &receiver, "soak", |config| {
-        config.relay.lease_timeout_ms = 10_000;
-        config.maintenance.stale_lease_recovery_cron = "*/5 * * * * *".to_owned();
+        config.relay.lease_timeout = Duration::from_millis(10_000);
+        config.maintenance.stale_lease_recovery_cron = "*/5 * * * * *".parse().unwrap();
     });
     dir.add_plugin("noop", plugins::NOOP);
 

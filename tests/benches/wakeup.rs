@@ -137,7 +137,7 @@ async fn host_with(
     dir.add_plugin("noop", plugins::NOOP);
     let mut config = host::config(&db, dir.path());
     config.relay.strategy = strategy;
-    config.relay.polling_interval_ms = polling_interval_ms;
+    config.relay.polling_interval = Duration::from_millis(polling_interval_ms);
     let host = TestHost::start(&config).await;
     (db, host, dir)
 }

@@ -4,10 +4,14 @@
 use crate::db::TestDb;
 use outbox_host::config::{Config, Strategy};
 use outbox_host::plugins::PluginSet;
-use outbox_host::service::{self, RunningService};
+use outbox_host::service::{self, Resources, RunningService};
+use outbox_host::signals::Signal;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 /// The state directory every test host shares, as a real host keeps its own across restarts: the
 /// compiled components of the test plugins are cached there across tests and runs. The host creates
@@ -40,32 +44,37 @@ pub fn free_port() -> u16 {
 pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
     let mut config = Config::default();
     config.database.url = Some(db.url.clone());
-    config.database.schema = Some(db.schema.to_string());
+    config.database.schema = Some(db.schema.clone());
     config.database.migrate = false;
     config.database.max_connections = 6;
     config.plugins.dir = plugins_dir.to_owned();
     config.plugins.state_dir = Some(state_dir());
     config.plugins.max_instances = 64;
-    config.admin.listen = "127.0.0.1:0".to_owned();
+    config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     config.relay.strategy = Strategy::ListenNotify;
-    config.relay.polling_interval_ms = 200;
-    config.relay.backoff_base_delay_ms = 10;
-    config.relay.backoff_max_delay_ms = 40;
-    config.relay.unresolvable_delay_ms = 100;
-    config.relay.shutdown_grace_ms = 2000;
+    config.relay.polling_interval = Duration::from_millis(200);
+    config.relay.backoff_base_delay = Duration::from_millis(10);
+    config.relay.backoff_max_delay = Duration::from_millis(40);
+    config.relay.unresolvable_delay = Duration::from_millis(100);
+    config.relay.shutdown_grace = Duration::from_secs(2);
     config.relay.node_id = Some(format!("{}-node", db.schema));
     config
 }
 
 pub struct TestHost {
     pub service: RunningService,
+    /// Cancelling it stops the host, as [`TestHost::stop`] does.
+    pub shutdown: CancellationToken,
 }
 
 impl TestHost {
     pub async fn start(config: &Config) -> TestHost {
         crate::log_capture::install();
-        let service = service::start(config).await.expect("the host starts");
-        TestHost { service }
+        let shutdown = CancellationToken::new();
+        let service = service::start(config, Resources::default(), shutdown.clone())
+            .await
+            .expect("the host starts");
+        TestHost { service, shutdown }
     }
 
     pub fn admin_url(&self, path: &str) -> String {
@@ -96,6 +105,31 @@ impl TestHost {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => panic!("the host stopped while waiting until {what}"),
             Err(_) => panic!("timed out after {timeout:?} waiting until {what}"),
+        }
+    }
+
+    /// Waits for `count` signals that `wanted` accepts, among those the host sends from now on;
+    /// panics naming `what` after `timeout`.
+    pub async fn wait_for_signals(
+        &self,
+        what: &str,
+        count: usize,
+        timeout: Duration,
+        wanted: impl Fn(&Signal) -> bool,
+    ) {
+        let mut signals = self.service.signals().subscribe();
+        let waiting = async {
+            let mut seen = 0;
+            while seen < count {
+                match signals.recv().await {
+                    Ok(signal) if wanted(&signal) => seen += 1,
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => panic!("the host stopped while waiting until {what}"),
+                }
+            }
+        };
+        if tokio::time::timeout(timeout, waiting).await.is_err() {
+            panic!("timed out after {timeout:?} waiting until {what}");
         }
     }
 }

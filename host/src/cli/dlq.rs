@@ -163,7 +163,10 @@ fn usage(err: &mut dyn Write, message: &str) -> u8 {
 async fn connect(config: &Config) -> anyhow::Result<OutboxRepository> {
     let options = database::connect_options(config.database_url())?;
     let pool = database::connect(options, 1).await?;
-    Ok(OutboxRepository::new(pool, Tables::new(config.schema())))
+    Ok(OutboxRepository::new(
+        pool,
+        Tables::new(config.database.schema.clone()),
+    ))
 }
 
 struct List {

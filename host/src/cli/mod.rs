@@ -12,11 +12,12 @@ use crate::database::{self, SchemaName};
 use crate::demo::{self, DemoOptions};
 use crate::log_output;
 use crate::plugins::watcher;
-use crate::service::RunningService;
+use crate::service::{Resources, RunningService};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const EXIT_SUCCESS: u8 = 0;
 pub const EXIT_FAILURE: u8 = 1;
@@ -189,10 +190,10 @@ fn describe(error: &anyhow::Error) -> String {
 
 async fn migrate(config: &Config) -> anyhow::Result<()> {
     let options = database::connect_options(config.database_url())?;
-    let schema = config.schema();
-    database::migrate(&options, schema.as_ref()).await?;
+    let schema = config.database.schema.as_ref();
+    database::migrate(&options, schema).await?;
     tracing::info!(
-        schema = schema.as_ref().map(|s| s.as_str()).unwrap_or("(default)"),
+        schema = schema.map(|s| s.as_str()).unwrap_or("(default)"),
         "migrations applied"
     );
     Ok(())
@@ -208,9 +209,9 @@ async fn run_demo(options: &DemoOptions, out: &mut dyn Write) -> anyhow::Result<
 }
 
 async fn serve(config: Config, file: Option<PathBuf>) -> anyhow::Result<()> {
-    let service = crate::service::start(&config).await?;
+    let shutdown = CancellationToken::new();
+    let service = crate::service::start(&config, Resources::default(), shutdown.clone()).await?;
     log_summary(&config, file.as_deref(), &service);
-    let shutdown = service.shutdown_token();
     tokio::spawn(async move {
         wait_for_termination().await;
         shutdown.cancel();
@@ -229,7 +230,7 @@ fn log_summary(config: &Config, file: Option<&std::path::Path>, service: &Runnin
         version = env!("CARGO_PKG_VERSION"),
         config = %file.map_or_else(|| "(none: defaults and environment)".into(), |path| path.display().to_string()),
         strategy = config.relay.strategy.as_str(),
-        schema = config.database.schema.as_deref().unwrap_or("(default)"),
+        schema = config.database.schema.as_ref().map_or("(default)", |s| s.as_str()),
         plugins_dir = %config.plugins.dir.display(),
         plugins = %plugins,
         admin = %service.admin_addr(),

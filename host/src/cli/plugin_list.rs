@@ -46,7 +46,9 @@ pub async fn run(args: ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
     let Some(config) = load_config(args.config, err) else {
         return EXIT_USAGE;
     };
-    let admin = args.admin.unwrap_or(config.admin.listen);
+    let admin = args
+        .admin
+        .unwrap_or_else(|| config.admin.listen.to_string());
     let url = format!("{}/plugins", base_url(&admin).trim_end_matches('/'));
     let request = AdminRequest::get(&url).token(config.admin.token);
     let body = match request.ok().await {

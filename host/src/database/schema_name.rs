@@ -4,7 +4,8 @@ use std::fmt;
 
 /// A schema name that is safe to splice into SQL unquoted: one PostgreSQL identifier, not a reserved
 /// key word, not a system prefix. Validated once, so every statement built from it is sound.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct SchemaName(String);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -157,6 +158,20 @@ impl SchemaName {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl TryFrom<String> for SchemaName {
+    type Error = InvalidSchemaName;
+
+    fn try_from(name: String) -> Result<Self, InvalidSchemaName> {
+        SchemaName::parse(&name)
+    }
+}
+
+impl From<SchemaName> for String {
+    fn from(name: SchemaName) -> String {
+        name.0
     }
 }
 

@@ -25,14 +25,16 @@ use crate::config::Config;
 use crate::database::{self, DatabaseError, SchemaName};
 use crate::plugins::PluginState;
 use crate::repository::RepositoryError;
-use crate::service::{self, RunningService, StartError};
+use crate::service::{self, Resources, RunningService, StartError};
 use indicatif::ProgressDrawTarget;
 use plugins_dir::DemoPlugins;
 use receiver::Receiver;
 use sqlx::{Connection, PgConnection};
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// The schema `outbox-host demo` resets and uses; nothing else lives there.
 pub const SCHEMA: &str = "outbox_demo";
@@ -83,7 +85,12 @@ pub async fn run(options: &DemoOptions, out: &mut dyn Write) -> Result<Summary, 
     })?;
     let plugins = DemoPlugins::prepare(&options.plugins, &options.schema, &receiver.origin())?;
     reset_schema(&options.database_url, &options.schema).await?;
-    let service = service::start(&service_config(options, &plugins)).await?;
+    let service = service::start(
+        &service_config(options, &plugins),
+        Resources::default(),
+        CancellationToken::new(),
+    )
+    .await?;
     let result = deliver(options, &service, &receiver, out).await;
     service.stop().await;
     result
@@ -94,13 +101,13 @@ pub async fn run(options: &DemoOptions, out: &mut dyn Write) -> Result<Summary, 
 fn service_config(options: &DemoOptions, plugins: &DemoPlugins) -> Config {
     let mut config = Config::default();
     config.database.url = Some(options.database_url.clone());
-    config.database.schema = Some(options.schema.to_string());
+    config.database.schema = Some(options.schema.clone());
     config.plugins.dir = plugins.path().to_owned();
     config.plugins.cache_dir = options.cache_dir.clone();
-    config.admin.listen = "127.0.0.1:0".to_owned();
-    config.relay.polling_interval_ms = 100;
-    config.relay.backoff_base_delay_ms = 50;
-    config.relay.backoff_max_delay_ms = 1000;
+    config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.relay.polling_interval = Duration::from_millis(100);
+    config.relay.backoff_base_delay = Duration::from_millis(50);
+    config.relay.backoff_max_delay = Duration::from_secs(1);
     config
 }
 

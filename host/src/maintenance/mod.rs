@@ -12,32 +12,40 @@ mod schedule;
 pub use cleanup::CleanupSettings;
 pub use schedule::{Job, JobReport};
 
-use crate::config::{Config, parse_cron};
+use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::repository::OutboxRepository;
+use crate::signals::Signals;
 use tokio_util::sync::CancellationToken;
 
 /// The maintenance jobs of one node.
 pub struct Maintenance {
     repository: OutboxRepository,
     metrics: Metrics,
+    signals: Signals,
     jobs: Vec<(cron::Schedule, Job)>,
 }
 
 impl Maintenance {
-    pub fn from_config(repository: OutboxRepository, metrics: Metrics, config: &Config) -> Self {
-        let cron = |expression: &str| {
-            parse_cron(expression).expect("validated when the configuration was loaded")
-        };
+    pub fn from_config(
+        repository: OutboxRepository,
+        metrics: Metrics,
+        signals: Signals,
+        config: &Config,
+    ) -> Self {
         let jobs = vec![
             (
-                cron(&config.maintenance.stale_lease_recovery_cron),
+                config
+                    .maintenance
+                    .stale_lease_recovery_cron
+                    .schedule()
+                    .clone(),
                 Job::LeaseRecovery {
-                    lease: config.relay.lease_timeout(),
+                    lease: config.relay.lease_timeout,
                 },
             ),
             (
-                cron(&config.maintenance.cleanup_cron),
+                config.maintenance.cleanup_cron.schedule().clone(),
                 Job::Cleanup(CleanupSettings::from(&config.cleanup)),
             ),
         ];
@@ -49,6 +57,7 @@ impl Maintenance {
         Maintenance {
             repository,
             metrics,
+            signals,
             jobs,
         }
     }
@@ -64,6 +73,7 @@ impl Maintenance {
                     job,
                     self.repository.clone(),
                     self.metrics.clone(),
+                    self.signals.clone(),
                     shutdown.clone(),
                 ))
             })

@@ -58,6 +58,9 @@ pub struct EngineConfig {
     pub max_instances: u32,
     pub per_component: ComponentCaps,
     pub pool: PoolPolicy,
+    /// The longest any plugin call may run, whatever its manifest asks: the relay's lease leaves
+    /// no more (see [`crate::config::RelayConfig::max_call_time`]). `None`: the manifest decides.
+    pub max_call_time: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +70,7 @@ impl Default for EngineConfig {
             max_instances: 1_000,
             per_component: ComponentCaps::default(),
             pool: PoolPolicy::default(),
+            max_call_time: None,
         }
     }
 }
@@ -82,6 +86,7 @@ struct Inner {
     linker: Linker<StoreState>,
     cache: Option<ComponentCache>,
     pool: PoolPolicy,
+    max_call_time: Option<Duration>,
     compiling: Compiling,
     _ticker: EpochTicker,
 }
@@ -109,6 +114,7 @@ impl PluginEngine {
                 linker,
                 cache,
                 pool: config.pool,
+                max_call_time: config.max_call_time,
                 compiling: Compiling::default(),
                 _ticker: ticker,
             }),
@@ -125,6 +131,28 @@ impl PluginEngine {
 
     pub(crate) fn pool_policy(&self) -> PoolPolicy {
         self.inner.pool
+    }
+
+    /// `limits` with its time limit held to the engine's `max_call_time`; a plugin held to it is
+    /// named in the log, as its manifest promises more time than it gets.
+    pub(crate) fn held_to_max_call_time(&self, plugin: &str, limits: Limits) -> Limits {
+        match self.inner.max_call_time {
+            Some(max) if limits.timeout() > max => {
+                let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX).max(1);
+                tracing::warn!(
+                    plugin,
+                    timeout_ms = limits.timeout_ms,
+                    max_ms,
+                    "limits.timeout_ms is longer than two thirds of relay.lease_timeout_ms allow: \
+                     the plugin's calls are cut at max_ms, so none outlives its row's lease"
+                );
+                Limits {
+                    timeout_ms: max_ms,
+                    ..limits
+                }
+            }
+            _ => limits,
+        }
     }
 
     /// The plugin files this engine is loading now.

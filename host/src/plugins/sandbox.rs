@@ -74,7 +74,8 @@ impl Sandbox {
         manifest: &Manifest,
         services: &HostServices,
     ) -> Self {
-        let log = PluginLog::new(name.into(), services.log.clone(), &manifest.limits);
+        let limits = engine.held_to_max_call_time(name, manifest.limits);
+        let log = PluginLog::new(name.into(), services.log.clone(), &limits);
         let grants = Grants {
             http: HttpGate::new(
                 log.clone(),
@@ -84,7 +85,7 @@ impl Sandbox {
             log,
             kafka: KafkaGate::new(manifest.kafka_topics.clone()),
             config: PluginConfig::new(manifest.config.clone()),
-            limits: manifest.limits,
+            limits,
         };
         Self {
             engine: engine.clone(),

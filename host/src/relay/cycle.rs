@@ -82,7 +82,7 @@ pub(super) async fn run_loop(
     heartbeat: Heartbeat,
     shutdown: CancellationToken,
 ) {
-    heartbeat.beat();
+    heartbeat.started();
     let mut state = LoopState::new(relay, claimed_by);
     let mut poll = tokio::time::interval(state.relay.settings.polling_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

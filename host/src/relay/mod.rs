@@ -36,6 +36,7 @@ use crate::config::{RelayConfig, Strategy};
 use crate::metrics::Metrics;
 use crate::plugins::PluginSet;
 use crate::repository::OutboxRepository;
+use crate::signals::Signals;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -61,15 +62,12 @@ impl RelaySettings {
             node_id: config.node_id(),
             instances: config.instances,
             strategy: config.strategy,
-            polling_interval: config.polling_interval(),
+            polling_interval: config.polling_interval,
             batch_size: config.batch_size,
             max_in_flight: config.max_in_flight,
-            backoff: Backoff::new(
-                Duration::from_millis(config.backoff_base_delay_ms),
-                Duration::from_millis(config.backoff_max_delay_ms),
-            ),
-            unresolvable_delay: config.unresolvable_delay(),
-            shutdown_grace: config.shutdown_grace(),
+            backoff: Backoff::new(config.backoff_base_delay, config.backoff_max_delay),
+            unresolvable_delay: config.unresolvable_delay,
+            shutdown_grace: config.shutdown_grace,
         }
     }
 }
@@ -83,6 +81,8 @@ pub struct Relay {
     pub settings: Arc<RelaySettings>,
     /// Sized for `settings.instances` loops.
     pub progress: Arc<RelayProgress>,
+    /// Told of every completed turn.
+    pub signals: Signals,
 }
 
 impl Relay {
@@ -121,7 +121,11 @@ impl Relay {
             .map(|index| {
                 let claimed_by = format!("{}-{index}", self.settings.node_id);
                 let wake = wakeups.get(index as usize);
-                let heartbeat = progress::Heartbeat::new(self.progress.clone(), index as usize);
+                let heartbeat = progress::Heartbeat::new(
+                    self.progress.clone(),
+                    self.signals.clone(),
+                    index as usize,
+                );
                 let doorbell = listening.then(|| doorbell::LoopDoorbell::new(idle_loops.clone()));
                 tokio::spawn(cycle::run_loop(
                     self.clone(),

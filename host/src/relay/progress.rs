@@ -1,6 +1,7 @@
 //! When each relay loop last completed a turn, so readiness can tell a stuck relay (a claim blocked
 //! on a lock, a loop that stopped) from an idle one: an idle loop still turns every polling interval.
 
+use crate::signals::{Signal, Signals};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,21 +38,34 @@ impl RelayProgress {
     }
 }
 
-/// One loop's entry in [`RelayProgress`].
+/// One loop's entry in [`RelayProgress`], and its turns signalled.
 pub(super) struct Heartbeat {
     progress: Arc<RelayProgress>,
+    signals: Signals,
     index: usize,
 }
 
 impl Heartbeat {
-    pub fn new(progress: Arc<RelayProgress>, index: usize) -> Self {
-        Heartbeat { progress, index }
+    pub fn new(progress: Arc<RelayProgress>, signals: Signals, index: usize) -> Self {
+        Heartbeat {
+            progress,
+            signals,
+            index,
+        }
     }
 
-    /// The loop started or completed a turn.
-    pub fn beat(&self) {
+    /// The loop started: readiness counts from now.
+    pub fn started(&self) {
         if let Some(last) = self.progress.last_turn_ms.get(self.index) {
             last.store(self.progress.elapsed_ms(), Ordering::Release);
         }
+    }
+
+    /// The loop completed a turn.
+    pub fn beat(&self) {
+        self.started();
+        self.signals.send(Signal::RelayTurn {
+            relay_loop: self.index,
+        });
     }
 }
