@@ -1,0 +1,370 @@
+//! Claiming (`repository/claim.rs`): which rows a claim takes, in what order, how one aggregate's
+//! rows wait behind their head, what concurrent claimers get, and a relay turn that records marks and
+//! claims in one transaction.
+
+use super::{NODE, OTHER, all, claimed_row, ids};
+use chrono::{Duration as Delta, Utc};
+use outbox_host::repository::{ClaimScope, Claims, Mark, TurnCommit};
+use outbox_tests::db::{TestDb, entry};
+use std::collections::HashSet;
+
+// --- eligibility ----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_claim_marks_rows_processing_for_the_claimer() {
+    let db = TestDb::new().await;
+    let id = db.publish(entry("A", "x")).await;
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].claimed_by.as_deref(), Some(NODE));
+    assert!(claimed[0].claimed_at.is_some());
+    assert_eq!(db.state_of(id).await, "PROCESSING");
+    assert!(
+        db.repository()
+            .claim_batch(10, OTHER, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_claim_takes_at_most_the_batch_size_oldest_first() {
+    let db = TestDb::new().await;
+    let mut published = Vec::new();
+    for _ in 0..5 {
+        published.push(db.publish(entry("A", "x")).await);
+    }
+    let claimed = db
+        .repository()
+        .claim_batch(3, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), published[..3]);
+}
+
+#[tokio::test]
+async fn a_row_scheduled_in_the_future_waits() {
+    let db = TestDb::new().await;
+    db.publish(entry("A", "x").scheduled_at(Utc::now() + Delta::hours(1)))
+        .await;
+    let due = db
+        .publish(entry("A", "x").scheduled_at(Utc::now() - Delta::seconds(1)))
+        .await;
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), vec![due]);
+}
+
+#[tokio::test]
+async fn a_row_available_in_the_future_waits() {
+    let db = TestDb::new().await;
+    let mut later = entry("A", "x");
+    later.available_at = Some(Utc::now() + Delta::hours(1));
+    db.publish(later).await;
+    let now = db.publish(entry("A", "x")).await;
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), vec![now]);
+}
+
+#[tokio::test]
+async fn rows_in_other_states_are_not_claimed() {
+    let db = TestDb::new().await;
+    for state in ["PUBLISHED", "DEAD_LETTER", "PROCESSING"] {
+        let id = db.publish(entry("A", "x")).await;
+        db.execute(&format!(
+            "UPDATE {{outbox}} SET state = '{state}' WHERE id = {id}"
+        ))
+        .await;
+    }
+    assert!(
+        db.repository()
+            .claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+// --- head-of-line ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_younger_sibling_waits_behind_its_processing_head() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let repo = db.repository();
+    assert_eq!(
+        ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()),
+        vec![head]
+    );
+    assert!(
+        repo.claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(repo.mark_published(head, NODE).await.unwrap());
+    assert_eq!(
+        ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()),
+        vec![sibling]
+    );
+}
+
+#[tokio::test]
+async fn one_claim_takes_only_the_head_of_each_aggregate() {
+    let db = TestDb::new().await;
+    let head_1 = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let head_2 = db.publish(entry("A", "x").aggregate("Order", "2")).await;
+    db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    db.publish(entry("A", "x").aggregate("Order", "2")).await;
+    let free = db.publish(entry("A", "x")).await;
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), vec![head_1, head_2, free]);
+}
+
+#[tokio::test]
+async fn a_dead_lettered_head_no_longer_blocks() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let repo = db.repository();
+    repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    assert!(
+        repo.mark_dead_letter(head, NODE, "gone", Some("permanent"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        ids(&repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap()),
+        vec![sibling]
+    );
+}
+
+#[tokio::test]
+async fn a_head_in_retry_backoff_still_blocks() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let repo = db.repository();
+    repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let later = Utc::now() + Delta::hours(1);
+    assert!(
+        repo.mark_retry(head, NODE, 1, later, "boom", None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        repo.claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_head_this_node_cannot_deliver_blocks_its_siblings() {
+    let db = TestDb::new().await;
+    db.publish(entry("UNKNOWN", "x").aggregate("Order", "1"))
+        .await;
+    db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    assert!(
+        db.repository()
+            .claim_batch(10, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+// --- concurrency ----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn two_concurrent_claimers_never_get_the_same_row() {
+    let db = TestDb::new().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    for i in 0..600 {
+        let e = entry("A", "x").aggregate("Order", (i % 40).to_string());
+        db.outbox().publish(&mut tx, e).await.unwrap();
+    }
+    for _ in 0..400 {
+        db.outbox().publish(&mut tx, entry("A", "x")).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let claimer = |name: &'static str| {
+        let repo = db.repository();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let batch = repo.claim_batch(25, name, &all(&["A"])).await.unwrap();
+                if batch.is_empty() {
+                    let pending: i64 = sqlx::query_scalar(&format!(
+                        "SELECT count(*) FROM {} WHERE state <> 'PUBLISHED'",
+                        repo.tables().outbox()
+                    ))
+                    .fetch_one(repo.pool())
+                    .await
+                    .unwrap();
+                    if pending == 0 {
+                        return seen;
+                    }
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                let marks: Vec<_> = batch.iter().map(|r| Mark::Published { id: r.id }).collect();
+                assert!(
+                    repo.mark_batch(name, &marks)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .all(|owned| owned)
+                );
+                seen.extend(batch.into_iter().map(|r| r.id));
+            }
+        })
+    };
+    let (first, second) = tokio::join!(claimer("c1"), claimer("c2"));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    let first_set: HashSet<i64> = first.iter().copied().collect();
+    assert!(
+        second.iter().all(|id| !first_set.contains(id)),
+        "a row was claimed twice"
+    );
+    assert_eq!(first.len() + second.len(), 1000);
+}
+
+#[tokio::test]
+async fn concurrent_claimers_keep_one_aggregate_in_order() {
+    let db = TestDb::new().await;
+    for _ in 0..30 {
+        db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    }
+    let claimer = |name: &'static str| {
+        let repo = db.repository();
+        tokio::spawn(async move {
+            let mut order = Vec::new();
+            while order.len() < 30 {
+                let batch = repo.claim_batch(5, name, &all(&["A"])).await.unwrap();
+                assert!(batch.len() <= 1, "two rows of one aggregate in flight");
+                for row in batch {
+                    order.push((row.id, chrono::Utc::now()));
+                    repo.mark_published(row.id, name).await.unwrap();
+                }
+                let left: i64 = sqlx::query_scalar(&format!(
+                    "SELECT count(*) FROM {} WHERE state <> 'PUBLISHED'",
+                    repo.tables().outbox()
+                ))
+                .fetch_one(repo.pool())
+                .await
+                .unwrap();
+                if left == 0 {
+                    break;
+                }
+            }
+            order
+        })
+    };
+    let (a, b) = tokio::join!(claimer("c1"), claimer("c2"));
+    let mut all_claims = a.unwrap();
+    all_claims.extend(b.unwrap());
+    all_claims.sort_by_key(|(_, at)| *at);
+    let order: Vec<i64> = all_claims.iter().map(|(id, _)| *id).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(
+        order, sorted,
+        "one aggregate's rows were claimed out of id order"
+    );
+}
+
+// --- mark and claim: one relay turn ---------------------------------------------------------------
+
+#[tokio::test]
+async fn mark_and_claim_claims_the_next_row_of_a_just_finished_aggregate() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let repo = db.repository();
+    repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
+    let cycle = repo
+        .mark_and_claim(
+            NODE,
+            &[Mark::Published { id: head }],
+            Claims::OfOwner,
+            10,
+            &all(&["A"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cycle.owned, vec![true]);
+    assert_eq!(ids(&cycle.claimed), vec![sibling]);
+}
+
+#[tokio::test]
+async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_fails() {
+    let db = TestDb::new().await;
+    let id = claimed_row(&db).await;
+    let a = db.publish(entry("A", "x")).await;
+    db.publish(entry("B", "x")).await;
+    let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
+    let cycle = db
+        .repository()
+        .mark_and_claim(NODE, &[Mark::Published { id }], Claims::OfOwner, 10, &caps)
+        .await
+        .unwrap();
+    assert_eq!(cycle.owned, vec![true]);
+    assert_eq!(ids(&cycle.claimed), vec![a]);
+    assert_eq!(db.state_of(id).await, "PUBLISHED");
+    assert_eq!(db.count("PENDING").await, 1);
+}
+
+/// `synchronous_commit` as a turn of `mark_and_claim` saw it.
+async fn synchronous_commit_in_a_turn(turn_commit: TurnCommit) -> String {
+    let db = TestDb::new().await;
+    db.note_synchronous_commit_of_marks().await;
+    let id = claimed_row(&db).await;
+    let cycle = db
+        .repository()
+        .with_turn_commit(turn_commit)
+        .mark_and_claim(
+            NODE,
+            &[Mark::Published { id }],
+            Claims::OfOwner,
+            10,
+            &all(&["A"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cycle.owned, vec![true]);
+    db.synchronous_commit_of_marks().await.remove(0)
+}
+
+#[tokio::test]
+async fn an_asynchronous_turn_commits_without_waiting_for_the_disk() {
+    assert_eq!(
+        synchronous_commit_in_a_turn(TurnCommit::Asynchronous).await,
+        "off"
+    );
+}
+
+#[tokio::test]
+async fn a_durable_turn_commits_as_the_server_says() {
+    assert_eq!(
+        synchronous_commit_in_a_turn(TurnCommit::Durable).await,
+        "on"
+    );
+}
