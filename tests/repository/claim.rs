@@ -206,7 +206,7 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
     }
     tx.commit().await.unwrap();
     let claimer = |name: &'static str| {
-        let repo = db.repository();
+        let (repo, pool) = (db.repository(), db.pool.clone());
         tokio::spawn(async move {
             let mut seen = Vec::new();
             loop {
@@ -216,7 +216,7 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
                         "SELECT count(*) FROM {} WHERE state <> 'PUBLISHED'",
                         repo.tables().outbox()
                     ))
-                    .fetch_one(repo.pool())
+                    .fetch_one(&pool)
                     .await
                     .unwrap();
                     if pending == 0 {
@@ -254,7 +254,7 @@ async fn concurrent_claimers_keep_one_aggregate_in_order() {
         db.publish(entry("A", "x").aggregate("Order", "1")).await;
     }
     let claimer = |name: &'static str| {
-        let repo = db.repository();
+        let (repo, pool) = (db.repository(), db.pool.clone());
         tokio::spawn(async move {
             let mut order = Vec::new();
             while order.len() < 30 {
@@ -268,7 +268,7 @@ async fn concurrent_claimers_keep_one_aggregate_in_order() {
                     "SELECT count(*) FROM {} WHERE state <> 'PUBLISHED'",
                     repo.tables().outbox()
                 ))
-                .fetch_one(repo.pool())
+                .fetch_one(&pool)
                 .await
                 .unwrap();
                 if left == 0 {

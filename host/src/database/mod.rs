@@ -211,6 +211,23 @@ pub async fn migrate(
     Ok(())
 }
 
+/// Drops `schema` and everything in it, if it exists (the demo starts each run afresh).
+pub async fn drop_schema(
+    options: &PgConnectOptions,
+    schema: &SchemaName,
+) -> Result<(), DatabaseError> {
+    let mut conn = PgConnection::connect_with(options)
+        .await
+        .map_err(|error| connect_error(options, error))?;
+    sqlx::raw_sql(&format!(
+        "SET client_min_messages = warning; DROP SCHEMA IF EXISTS {schema} CASCADE"
+    ))
+    .execute(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

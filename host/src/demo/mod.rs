@@ -29,7 +29,7 @@ use crate::service::{self, Resources, RunningService, StartError};
 use indicatif::ProgressDrawTarget;
 use plugins_dir::DemoPlugins;
 use receiver::Receiver;
-use sqlx::{Connection, PgConnection};
+use sqlx::PgPool;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -84,14 +84,17 @@ pub async fn run(options: &DemoOptions, out: &mut dyn Write) -> Result<Summary, 
         source,
     })?;
     let plugins = DemoPlugins::prepare(&options.plugins, &options.schema, &receiver.origin())?;
-    reset_schema(&options.database_url, &options.schema).await?;
-    let service = service::start(
-        &service_config(options, &plugins),
-        Resources::default(),
-        CancellationToken::new(),
-    )
-    .await?;
-    let result = deliver(options, &service, &receiver, out).await;
+    let db_options = database::connect_options(&options.database_url)?;
+    database::drop_schema(&db_options, &options.schema).await?;
+    let config = service_config(options, &plugins);
+    // The demo is the application too: one pool writes its rows and serves the host.
+    let pool = database::connect(db_options, config.database.max_connections).await?;
+    let resources = Resources {
+        pool: Some(pool.clone()),
+        ..Resources::default()
+    };
+    let service = service::start(&config, resources, CancellationToken::new()).await?;
+    let result = deliver(options, &service, &pool, &receiver, out).await;
     service.stop().await;
     result
 }
@@ -117,23 +120,10 @@ fn settle_timeout(rows: u32) -> Duration {
     Duration::from_secs(60) + Duration::from_millis(10).saturating_mul(rows)
 }
 
-async fn reset_schema(url: &str, schema: &SchemaName) -> Result<(), DatabaseError> {
-    let options = database::connect_options(url)?;
-    let mut conn = PgConnection::connect_with(&options)
-        .await
-        .map_err(|error| database::connect_error(&options, error))?;
-    sqlx::raw_sql(&format!(
-        "SET client_min_messages = warning; DROP SCHEMA IF EXISTS {schema} CASCADE"
-    ))
-    .execute(&mut conn)
-    .await?;
-    conn.close().await?;
-    Ok(())
-}
-
 async fn deliver(
     options: &DemoOptions,
     service: &RunningService,
+    pool: &PgPool,
     receiver: &Receiver,
     out: &mut dyn Write,
 ) -> Result<Summary, DemoError> {
@@ -153,7 +143,7 @@ async fn deliver(
         service.admin_addr(),
     );
     let started = Instant::now();
-    sample_rows::publish(service.repository(), receiver, rows).await?;
+    sample_rows::publish(pool, service.repository().tables(), receiver, rows).await?;
     let timeout = settle_timeout(rows);
     let draw_target = if options.progress {
         ProgressDrawTarget::stderr()

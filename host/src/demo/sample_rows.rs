@@ -4,8 +4,8 @@
 use super::DemoError;
 use super::receiver::{ACCEPTING_PATH, Delivery, FLAKY_PATH, GONE_PATH, Receiver};
 use crate::api::{Outbox, OutboxEntry};
-use crate::database::DatabaseError;
-use crate::repository::OutboxRepository;
+use crate::database::{DatabaseError, Tables};
+use sqlx::PgPool;
 
 /// Orders the rows are spread over; each order's rows must be delivered in id order.
 pub const AGGREGATES: u32 = 50;
@@ -42,17 +42,14 @@ impl Route {
 
 /// Writes `rows` rows, in id order, `ROWS_PER_TRANSACTION` per transaction.
 pub async fn publish(
-    repository: &OutboxRepository,
+    pool: &PgPool,
+    tables: &Tables,
     receiver: &Receiver,
     rows: u32,
 ) -> Result<(), DemoError> {
-    let outbox = Outbox::new(repository.tables().clone());
+    let outbox = Outbox::new(tables.clone());
     for first in (0..rows).step_by(ROWS_PER_TRANSACTION as usize) {
-        let mut tx = repository
-            .pool()
-            .begin()
-            .await
-            .map_err(DatabaseError::from)?;
+        let mut tx = pool.begin().await.map_err(DatabaseError::from)?;
         for index in first..rows.min(first + ROWS_PER_TRANSACTION) {
             outbox.publish(&mut tx, entry(index, receiver)).await?;
         }

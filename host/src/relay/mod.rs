@@ -27,10 +27,11 @@ mod record;
 mod unclaimed;
 mod wakeup;
 
+pub use crate::repository::CHANNEL;
 pub use backoff::Backoff;
 pub use doorbell::DOORBELL_APPLICATION_NAME;
 pub use progress::RelayProgress;
-pub use wakeup::{CHANNEL, LISTENER_APPLICATION_NAME};
+pub use wakeup::LISTENER_APPLICATION_NAME;
 
 use crate::config::{RelayConfig, Strategy};
 use crate::metrics::Metrics;
@@ -94,9 +95,8 @@ impl Relay {
         let listening = self.settings.strategy == Strategy::ListenNotify;
         let (idle_loops, idle_watch) = doorbell::idle_loops();
         let listener = listening.then(|| {
-            let pool = self.repository.pool().clone();
             tokio::spawn(wakeup::listen(
-                pool,
+                self.repository.clone(),
                 self.settings.node_id.clone(),
                 wakeups.clone(),
                 self.metrics.clone(),

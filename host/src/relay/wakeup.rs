@@ -3,15 +3,12 @@
 //! backoff; each transition is logged.
 
 use crate::metrics::Metrics;
-use sqlx::PgPool;
-use sqlx::postgres::{PgListener, PgPoolOptions};
+use crate::repository::{CHANNEL, OutboxRepository};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// The channel inserting commits notify while a relay holds or waits for the doorbell (the payload means nothing).
-pub const CHANNEL: &str = "transactional_outbox_channel";
 /// The listening connection's `application_name` starts with this, followed by the node id, so
 /// operators (and tests) can find it.
 pub const LISTENER_APPLICATION_NAME: &str = "outbox-host listener";
@@ -44,25 +41,17 @@ impl Wakeups {
 
 /// Listens until `shutdown`, reconnecting with backoff whenever the connection is lost.
 pub(super) async fn listen(
-    pool: PgPool,
+    repository: OutboxRepository,
     node_id: String,
     wakeups: Wakeups,
     metrics: Metrics,
     shutdown: CancellationToken,
 ) {
     let application_name = format!("{LISTENER_APPLICATION_NAME} {node_id}");
-    let options = pool
-        .connect_options()
-        .as_ref()
-        .clone()
-        .application_name(&application_name);
-    let listen_pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_lazy_with(options);
     let mut delay = RECONNECT_FIRST;
     let mut was_listening = false;
     loop {
-        match subscribe(&listen_pool).await {
+        match repository.listen(&application_name).await {
             Ok(mut listener) => {
                 tracing::info!(node = %node_id, channel = CHANNEL, "LISTEN connected; notifications wake the relay");
                 metrics.listening(true);
@@ -101,10 +90,4 @@ pub(super) async fn listen(
         }
         delay = (delay * 2).min(RECONNECT_MAX);
     }
-}
-
-async fn subscribe(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(CHANNEL).await?;
-    Ok(listener)
 }

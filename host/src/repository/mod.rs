@@ -2,8 +2,8 @@
 //!
 //! Relay-side operations run on the repository's pool: [`OutboxRepository::claim_batch`] (claim.rs),
 //! the owner-guarded marks (marks.rs), lease recovery (lease.rs), retention deletes (cleanup.rs),
-//! the doorbell lock idle relays hold (doorbell.rs) and the lock a maintenance run holds
-//! (maintenance_lock.rs). Operators list, redrive and purge dead letters (dead_letters.rs).
+//! the doorbell lock idle relays hold (doorbell.rs) and the LISTEN connection it rings
+//! (notifications.rs), and the lock a maintenance run holds (maintenance_lock.rs). Operators list, redrive and purge dead letters (dead_letters.rs).
 //! Application-side inserts run on the caller's transaction (insert.rs), through [`crate::api`].
 
 mod claim;
@@ -15,6 +15,7 @@ mod insert;
 mod lease;
 mod maintenance_lock;
 mod marks;
+mod notifications;
 mod record;
 mod sql;
 
@@ -32,6 +33,7 @@ pub use maintenance_lock::MaintenanceLock;
 pub use marks::{
     Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
 };
+pub use notifications::CHANNEL;
 pub use record::{MAX_PAYLOAD_BYTES, OutboxRecord, OutboxState};
 pub(crate) use sql::Statements;
 
@@ -95,10 +97,6 @@ impl OutboxRepository {
                 .await?;
         }
         Ok(tx)
-    }
-
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
     }
 
     pub fn tables(&self) -> &Tables {
