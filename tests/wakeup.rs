@@ -17,6 +17,7 @@ fn listening_config(db: &TestDb, dir: &ScratchDir, node: &str) -> Config {
     let mut config = host::config(db, dir.path());
     config.relay.strategy = Strategy::ListenNotify;
     config.relay.polling_interval = Duration::from_millis(POLL);
+    config.relay.stalled_after = Duration::from_millis(2 * POLL);
     config.relay.node_id = Some(format!("{}-{node}", db.schema));
     config
 }

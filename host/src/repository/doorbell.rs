@@ -26,12 +26,7 @@ impl OutboxRepository {
         &self,
         application_name: &str,
     ) -> Result<DoorbellLock, RepositoryError> {
-        let options = self
-            .pool
-            .connect_options()
-            .as_ref()
-            .clone()
-            .application_name(application_name);
+        let options = self.own_connection(application_name);
         let mut connection = PgConnection::connect_with(&options).await?;
         let backend_pid = sqlx::query_scalar("SELECT pg_backend_pid()")
             .fetch_one(&mut connection)

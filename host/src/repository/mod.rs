@@ -39,6 +39,7 @@ pub(crate) use sql::Statements;
 
 use crate::database::Tables;
 use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +98,16 @@ impl OutboxRepository {
                 .await?;
         }
         Ok(tx)
+    }
+
+    /// Where a connection of its own goes (the pool's database and settings), named
+    /// `application_name` so operators can tell it apart in `pg_stat_activity`.
+    fn own_connection(&self, application_name: &str) -> PgConnectOptions {
+        self.pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .application_name(application_name)
     }
 
     pub fn tables(&self) -> &Tables {

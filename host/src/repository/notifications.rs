@@ -11,12 +11,7 @@ pub const CHANNEL: &str = "transactional_outbox_channel";
 impl OutboxRepository {
     /// A new connection named `application_name`, listening on [`CHANNEL`].
     pub async fn listen(&self, application_name: &str) -> Result<PgListener, RepositoryError> {
-        let options = self
-            .pool
-            .connect_options()
-            .as_ref()
-            .clone()
-            .application_name(application_name);
+        let options = self.own_connection(application_name);
         // A listener makes its connection through a pool; this one exists only to make it.
         let pool = PgPoolOptions::new()
             .max_connections(1)
