@@ -522,10 +522,7 @@ async fn mark_published_records_the_time_for_the_owner() {
     let id = claimed_row(&db).await;
     assert!(db.repository().mark_published(id, NODE).await.unwrap());
     let row = db.repository().find(id).await.unwrap().unwrap();
-    assert_eq!(
-        row.state,
-        Some(outbox_host::repository::OutboxState::Published)
-    );
+    assert_eq!(row.state, outbox_host::repository::OutboxState::Published);
     assert!(row.published_at.is_some());
 }
 

@@ -20,12 +20,10 @@ use tokio::sync::watch;
 use crate::log_output;
 
 use crate::plugins::PluginSet;
-use crate::repository::{ClaimScopeFailure, INVALID_ROW};
+use crate::repository::{COUNTED_STATES, ClaimScopeFailure, INVALID_ROW, OutboxState};
 
 /// The one reason a relay turn fails: the database.
 const CYCLE_FAILURE_DATABASE: &str = "database";
-/// The row states the row gauges report.
-const ROW_STATES: [&str; 3] = ["PENDING", "PROCESSING", "DEAD_LETTER"];
 /// The label of a destination type that is not well-formed (it came from a row).
 pub const INVALID_TYPE_LABEL: &str = "invalid";
 /// The `error_type` label of a failure that named none.
@@ -409,14 +407,16 @@ impl Metrics {
         }
     }
 
-    /// Replaces the sampled row counts: (state, destination type, rows).
-    pub fn set_rows(&self, counts: &[(String, String, i64)]) {
+    /// Replaces the sampled row counts: (state, destination type, rows), for the states
+    /// [`OutboxRepository::count_by_state`](crate::repository::OutboxRepository::count_by_state)
+    /// counts.
+    pub fn set_rows(&self, counts: &[(OutboxState, String, i64)]) {
         self.inner.rows.reset();
         for (state, destination_type, count) in counts {
-            if ROW_STATES.contains(&state.as_str()) {
+            if COUNTED_STATES.contains(state) {
                 self.inner
                     .rows
-                    .with_label_values(&[state, type_label(destination_type)])
+                    .with_label_values(&[state.as_str(), type_label(destination_type)])
                     .add(*count);
             }
         }
@@ -474,8 +474,10 @@ impl Metrics {
             inner
                 .oldest_pending_age
                 .with_label_values(&[destination_type]);
-            for state in ROW_STATES {
-                inner.rows.with_label_values(&[state, destination_type]);
+            for state in COUNTED_STATES {
+                inner
+                    .rows
+                    .with_label_values(&[state.as_str(), destination_type]);
             }
         }
     }
@@ -677,9 +679,9 @@ mod tests {
     fn a_destination_type_that_is_not_well_formed_is_labelled_invalid() {
         let metrics = Metrics::new();
         metrics.set_rows(&[
-            ("PENDING".into(), "bad\ntype\"}".into(), 2),
-            ("PENDING".into(), "other bad".into(), 3),
-            ("PENDING".into(), "WEBHOOK".into(), 1),
+            (OutboxState::Pending, "bad\ntype\"}".into(), 2),
+            (OutboxState::Pending, "other bad".into(), 3),
+            (OutboxState::Pending, "WEBHOOK".into(), 1),
         ]);
         metrics.set_oldest_pending_age(&[("bad\ntype".into(), 7.0), ("a b".into(), 9.0)]);
         metrics.claimed("x\u{1b}[31m");

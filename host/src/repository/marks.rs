@@ -2,7 +2,7 @@
 //! cannot complete a row another node now owns, and learns so from the answer. Error texts come from
 //! plugins, so they are sanitized here, on their way into SQL, whoever builds the mark.
 
-use super::{OutboxRepository, RepositoryError, Statements};
+use super::{OutboxRepository, OutboxState, RepositoryError, Statements};
 use crate::text;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -78,7 +78,7 @@ struct Columns {
 impl Columns {
     fn push(&mut self, mark: &Mark) {
         let (state, attempt, at, delay, error) = match mark {
-            Mark::Published { .. } => ("PUBLISHED", None, None, None, None),
+            Mark::Published { .. } => (OutboxState::Published, None, None, None, None),
             Mark::Retry {
                 new_attempt,
                 available_at,
@@ -86,7 +86,7 @@ impl Columns {
                 error_type,
                 ..
             } => (
-                "PENDING",
+                OutboxState::Pending,
                 Some(*new_attempt),
                 Some(*available_at),
                 None,
@@ -97,14 +97,14 @@ impl Columns {
                 error_type,
                 ..
             } => (
-                "DEAD_LETTER",
+                OutboxState::DeadLetter,
                 None,
                 None,
                 None,
                 Some((last_error, error_type)),
             ),
             Mark::Unresolvable { delay, .. } => (
-                "PENDING",
+                OutboxState::Pending,
                 None,
                 None,
                 Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
@@ -112,7 +112,7 @@ impl Columns {
             ),
         };
         self.ids.push(mark.id());
-        self.states.push(state);
+        self.states.push(state.as_str());
         self.attempts.push(attempt);
         self.available_at.push(at);
         self.delays_ms.push(delay);

@@ -32,7 +32,7 @@ pub use maintenance_lock::MaintenanceLock;
 pub use marks::{
     Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
 };
-pub use record::{MAX_PAYLOAD_BYTES, OutboxRecord, OutboxState};
+pub use record::{MAX_PAYLOAD_BYTES, OutboxRecord, OutboxState, UnknownState};
 pub(crate) use sql::Statements;
 
 use crate::database::Tables;
@@ -46,6 +46,14 @@ pub enum RepositoryError {
     #[error("a batch of marks names the claims of a different number of rows")]
     MarksWithoutClaims,
 }
+
+/// The states [`OutboxRepository::count_by_state`] counts: all but PUBLISHED, whose rows only wait
+/// for retention.
+pub const COUNTED_STATES: [OutboxState; 3] = [
+    OutboxState::Pending,
+    OutboxState::Processing,
+    OutboxState::DeadLetter,
+];
 
 /// Whether the relay's own bookkeeping transactions wait for the disk at commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,8 +113,8 @@ impl OutboxRepository {
         &self.sql.tables
     }
 
-    /// Rows by (state, destination type), for the PENDING, PROCESSING and DEAD_LETTER states.
-    pub async fn count_by_state(&self) -> Result<Vec<(String, String, i64)>, RepositoryError> {
+    /// Rows by (state, destination type), for the [`COUNTED_STATES`].
+    pub async fn count_by_state(&self) -> Result<Vec<(OutboxState, String, i64)>, RepositoryError> {
         Ok(sqlx::query_as(&self.sql.count_by_state)
             .fetch_all(&self.pool)
             .await?)

@@ -1,5 +1,6 @@
 //! Every statement the repository runs, built once for the configured schema.
 
+use super::COUNTED_STATES;
 use super::record::MAX_PAYLOAD_BYTES;
 use crate::database::Tables;
 
@@ -51,6 +52,9 @@ impl Statements {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
         let record_columns = record_columns();
+        let counted_states = COUNTED_STATES
+            .map(|state| format!("'{}'", state.as_str()))
+            .join(", ");
         Statements {
             insert_outbox: format!(
                 "INSERT INTO {outbox} (carrier_id, aggregate_type, aggregate_id, event_type, destination, \
@@ -138,7 +142,7 @@ impl Statements {
             select_by_id: format!("SELECT {record_columns} FROM {outbox} o WHERE o.id = $1"),
             count_by_state: format!(
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
-                 WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
+                 WHERE state IN ({counted_states}) GROUP BY 1, 2"
             ),
             list_dead_letters: format!(
                 "SELECT id, destination_type::text, destination::text, attempt, max_attempts, \
