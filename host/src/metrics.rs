@@ -19,8 +19,10 @@ use tokio::sync::watch;
 
 use crate::log_output;
 
+use crate::error_type::HostErrorType;
 use crate::plugins::PluginSet;
-use crate::repository::{COUNTED_STATES, ClaimScopeFailure, INVALID_ROW, OutboxState};
+use crate::plugins::PluginState;
+use crate::repository::{COUNTED_STATES, ClaimScopeFailure, OutboxState};
 
 /// The one reason a relay turn fails: the database.
 const CYCLE_FAILURE_DATABASE: &str = "database";
@@ -296,7 +298,7 @@ impl Metrics {
     pub fn dead_lettered_invalid(&self, rows: u64) {
         self.inner
             .dead_lettered
-            .with_label_values(&[INVALID_TYPE_LABEL, INVALID_ROW])
+            .with_label_values(&[INVALID_TYPE_LABEL, HostErrorType::InvalidRow.as_str()])
             .inc_by(rows);
     }
 
@@ -350,10 +352,10 @@ impl Metrics {
             .inc();
     }
 
-    pub fn claim_scope_failed(&self, destination_type: &str, reason: &str) {
+    pub fn claim_scope_failed(&self, destination_type: &str, reason: ClaimScopeFailure) {
         self.inner
             .claim_scope_failures
-            .with_label_values(&[type_label(destination_type), reason])
+            .with_label_values(&[type_label(destination_type), reason.as_str()])
             .inc();
     }
 
@@ -362,14 +364,14 @@ impl Metrics {
         for result in [RunResult::Ok, RunResult::Failed, RunResult::Skipped] {
             self.inner
                 .maintenance_runs
-                .with_label_values(&[job, result.label()]);
+                .with_label_values(&[job, result.as_str()]);
         }
     }
 
     pub fn maintenance_run(&self, job: &str, result: RunResult) {
         self.inner
             .maintenance_runs
-            .with_label_values(&[job, result.label()])
+            .with_label_values(&[job, result.as_str()])
             .inc();
     }
 
@@ -466,7 +468,7 @@ impl Metrics {
             for reason in ClaimScopeFailure::ALL {
                 inner
                     .claim_scope_failures
-                    .with_label_values(&[destination_type, reason.label()]);
+                    .with_label_values(&[destination_type, reason.as_str()]);
             }
             inner
                 .publish_duration
@@ -561,8 +563,8 @@ impl Collector for PluginCollector {
             &["state"],
         )
         .expect("valid metric");
-        for state in ["loaded", "failed", "conflicting"] {
-            states.with_label_values(&[state]).set(0);
+        for state in PluginState::ALL {
+            states.with_label_values(&[state.as_str()]).set(0);
         }
         for status in set.statuses() {
             states.with_label_values(&[status.state.as_str()]).inc();
@@ -589,13 +591,13 @@ impl Collector for PluginCollector {
                 .with_label_values(&labels)
                 .inc_by(stats.total_duration.as_secs_f64());
             for (error_type, count) in [
-                ("timeout", stats.timeouts),
-                ("trap", stats.traps),
-                ("memory", stats.memory),
-                ("instantiate", stats.instantiate),
+                (HostErrorType::Timeout, stats.timeouts),
+                (HostErrorType::Trap, stats.traps),
+                (HostErrorType::Memory, stats.memory),
+                (HostErrorType::Instantiate, stats.instantiate),
             ] {
                 errors
-                    .with_label_values(&[name, destination_type, error_type])
+                    .with_label_values(&[name, destination_type, error_type.as_str()])
                     .inc_by(count);
             }
         }
@@ -644,7 +646,7 @@ pub enum RunResult {
 }
 
 impl RunResult {
-    fn label(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             RunResult::Ok => "ok",
             RunResult::Failed => "failed",

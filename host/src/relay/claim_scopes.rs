@@ -195,7 +195,7 @@ fn fail(
     reason: ClaimScopeFailure,
     metrics: &Metrics,
 ) {
-    metrics.claim_scope_failed(destination_type, reason.label());
+    metrics.claim_scope_failed(destination_type, reason);
     if state
         .logged_at
         .is_some_and(|at| at.elapsed() < FAILURE_LOG_INTERVAL)
@@ -209,7 +209,7 @@ fn fail(
     tracing::warn!(
         plugin,
         destination_type,
-        reason = reason.label(),
+        reason = reason.as_str(),
         "{error} (logged at most once a minute per type; outbox_claim_scope_failures_total counts each)"
     );
     state.logged_at = Some(Instant::now());

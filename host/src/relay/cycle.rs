@@ -14,9 +14,10 @@ use super::outcome::{Attempted, decide};
 use super::progress::Heartbeat;
 use super::record::{Unrecorded, marks_of, record_apart};
 use super::{Relay, entry_span};
+use crate::error_type::HostErrorType;
 use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
 use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Claims, INVALID_ROW, Mark, OutboxRecord, RelayCapabilities};
+use crate::repository::{Claims, Mark, OutboxRecord, RelayCapabilities};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -389,7 +390,7 @@ impl LoopState {
                     };
                     let attempted = Attempted::Permanent {
                         message: invalid.to_string(),
-                        error_type: Some(INVALID_ROW.into()),
+                        error_type: Some(HostErrorType::InvalidRow.as_str().into()),
                     };
                     self.landed.push(Landed {
                         flight,

@@ -1,6 +1,7 @@
 //! What one publish attempt means for its row (seed 000 relay cycle, steps 4–8).
 
 use super::RelaySettings;
+use crate::error_type::HostErrorType;
 use crate::plugins::{CallError, EntryDisposition, PublishOutcome, PublishResult};
 use crate::repository::{Mark, stored_error, stored_error_type};
 use chrono::{DateTime, Utc};
@@ -43,14 +44,11 @@ impl Attempted {
             Ok(PublishResult::Unresolvable(_)) => Attempted::Unresolvable,
             Err(error) => Attempted::Retryable {
                 message: error.to_string(),
-                error_type: Some(error.error_type().to_owned()),
+                error_type: Some(error.error_type().as_str().to_owned()),
             },
         }
     }
 }
-
-/// The error type stored and reported for [`Attempted::HostFailed`].
-pub(super) const HOST_FAILURE: &str = "host_failure";
 
 /// The row's next state, and the facts observers receive.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,12 +141,12 @@ pub(super) fn decide(
                     new_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
                     available_at,
                     last_error: stored_error(&message),
-                    error_type: Some(HOST_FAILURE.to_owned()),
+                    error_type: Some(HostErrorType::HostFailure.as_str().to_owned()),
                 },
                 outcome: PublishOutcome::RetryableFailure,
                 disposition: EntryDisposition::RetryScheduled,
                 next_attempt_at: Some(available_at),
-                error_type: Some(HOST_FAILURE.to_owned()),
+                error_type: Some(HostErrorType::HostFailure.as_str().to_owned()),
             }
         }
         Attempted::Unresolvable | Attempted::NoHandler => Decision {
@@ -251,7 +249,10 @@ mod tests {
             panic!("expected a retry, not {:?}", decision.mark)
         };
         assert_eq!(new_attempt, 19);
-        assert_eq!(error_type.as_deref(), Some(HOST_FAILURE));
+        assert_eq!(
+            error_type.as_deref(),
+            Some(HostErrorType::HostFailure.as_str())
+        );
         assert_eq!(decision.disposition, EntryDisposition::RetryScheduled);
     }
 

@@ -124,7 +124,7 @@ impl ClaimScopeFailure {
     ];
 
     /// A short name for metric labels and log fields.
-    pub fn label(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::SupplierFailed => "call_failed",
             Self::TimedOut => "timeout",

@@ -27,7 +27,6 @@ pub use cleanup::CleanupReport;
 pub use dead_letters::{DeadLetter, DeadLetterSelection};
 pub use doorbell::{DOORBELL_LOCK_CLASS, DoorbellLock};
 pub(crate) use insert::{insert_inbox, insert_outbox};
-pub use lease::INVALID_ROW;
 pub use maintenance_lock::MaintenanceLock;
 pub use marks::{
     Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
