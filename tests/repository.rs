@@ -3,8 +3,8 @@
 
 use chrono::{Duration as Delta, Utc};
 use outbox_host::repository::{
-    ClaimScope, ClaimScopeError, ClaimScopeFailure, Claims, MAX_LAST_ERROR_CHARS, Mark,
-    RelayCapabilities, RepositoryError, TurnCommit,
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, ClaimScopes, Claims, MAX_LAST_ERROR_CHARS,
+    Mark, RepositoryError, TurnCommit,
 };
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
@@ -13,24 +13,24 @@ use std::time::Duration;
 const NODE: &str = "node-a-0";
 const OTHER: &str = "node-b-0";
 
-fn all(types: &[&str]) -> RelayCapabilities {
-    types.iter().fold(RelayCapabilities::new(), |caps, t| {
-        caps.with(*t, ClaimScope::All)
+fn all(types: &[&str]) -> ClaimScopes {
+    types.iter().fold(ClaimScopes::new(), |scopes, t| {
+        scopes.with(*t, ClaimScope::All)
     })
 }
 
-fn destinations(destination_type: &str, targets: &[&str]) -> RelayCapabilities {
+fn destinations(destination_type: &str, targets: &[&str]) -> ClaimScopes {
     let targets = targets.iter().map(|t| t.to_string()).collect();
-    RelayCapabilities::new().with(destination_type, ClaimScope::Destinations(targets))
+    ClaimScopes::new().with(destination_type, ClaimScope::Destinations(targets))
 }
 
 fn ids(records: &[outbox_host::repository::OutboxRecord]) -> Vec<i64> {
     records.iter().map(|r| r.id).collect()
 }
 
-/// Why `caps` refuses the scope of `destination_type`.
-fn scope_failure(caps: &RelayCapabilities, destination_type: &str) -> ClaimScopeFailure {
-    let (_, scope) = caps
+/// Why `scopes` refuses the scope of `destination_type`.
+fn scope_failure(scopes: &ClaimScopes, destination_type: &str) -> ClaimScopeFailure {
+    let (_, scope) = scopes
         .iter()
         .find(|(t, _)| *t == destination_type)
         .expect("the type has a scope");
@@ -71,8 +71,12 @@ async fn empty_destinations_scope_claims_nothing_of_its_type() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
     let other = db.publish(entry("B", "x")).await;
-    let caps = destinations("A", &[]).with("B", ClaimScope::All);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = destinations("A", &[]).with("B", ClaimScope::All);
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![other]);
 }
 
@@ -82,7 +86,7 @@ async fn no_scopes_claim_nothing() {
     db.publish(entry("A", "x")).await;
     let claimed = db
         .repository()
-        .claim_batch(10, NODE, &RelayCapabilities::new())
+        .claim_batch(10, NODE, &ClaimScopes::new())
         .await
         .unwrap();
     assert!(claimed.is_empty());
@@ -92,10 +96,10 @@ async fn no_scopes_claim_nothing() {
 async fn only_empty_destination_scopes_claim_nothing() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
-    let caps = destinations("A", &[]).with("B", ClaimScope::Destinations(vec![]));
+    let scopes = destinations("A", &[]).with("B", ClaimScope::Destinations(vec![]));
     assert!(
         db.repository()
-            .claim_batch(10, NODE, &caps)
+            .claim_batch(10, NODE, &scopes)
             .await
             .unwrap()
             .is_empty()
@@ -107,9 +111,13 @@ async fn a_blank_target_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "ok")).await;
-    let caps = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::BlankElement);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
+    assert_eq!(scope_failure(&scopes, "B"), ClaimScopeFailure::BlankElement);
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
@@ -120,9 +128,16 @@ async fn a_target_over_255_characters_fails_closed_for_its_own_type_only() {
     let a = db.publish(entry("A", "x")).await;
     let long = "t".repeat(256);
     db.publish(entry("B", "t")).await;
-    let caps = destinations("B", &["t", &long]).with("A", ClaimScope::All);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::ElementTooLong);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = destinations("B", &["t", &long]).with("A", ClaimScope::All);
+    assert_eq!(
+        scope_failure(&scopes, "B"),
+        ClaimScopeFailure::ElementTooLong
+    );
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
@@ -132,12 +147,16 @@ async fn a_target_with_a_nul_byte_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "ok")).await;
-    let caps = destinations("B", &["ok", "bad\0target"]).with("A", ClaimScope::All);
+    let scopes = destinations("B", &["ok", "bad\0target"]).with("A", ClaimScope::All);
     assert_eq!(
-        scope_failure(&caps, "B"),
+        scope_failure(&scopes, "B"),
         ClaimScopeFailure::ControlCharacter
     );
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
@@ -161,11 +180,18 @@ async fn more_than_10000_targets_fail_closed_for_their_own_type_only() {
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "t1")).await;
     let targets: Vec<String> = (0..10_001).map(|i| format!("t{i}")).collect();
-    let caps = RelayCapabilities::new()
+    let scopes = ClaimScopes::new()
         .with("B", ClaimScope::Destinations(targets))
         .with("A", ClaimScope::All);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::TooManyTargets);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(
+        scope_failure(&scopes, "B"),
+        ClaimScopeFailure::TooManyTargets
+    );
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
 }
 
@@ -174,9 +200,13 @@ async fn exactly_10000_targets_are_accepted() {
     let db = TestDb::new().await;
     let id = db.publish(entry("A", "t9999")).await;
     let targets: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
-    let caps = RelayCapabilities::new().with("A", ClaimScope::Destinations(targets));
+    let scopes = ClaimScopes::new().with("A", ClaimScope::Destinations(targets));
     assert_eq!(
-        ids(&db.repository().claim_batch(10, NODE, &caps).await.unwrap()),
+        ids(&db
+            .repository()
+            .claim_batch(10, NODE, &scopes)
+            .await
+            .unwrap()),
         vec![id]
     );
 }
@@ -186,19 +216,26 @@ async fn an_unavailable_scope_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "x")).await;
-    let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::SupplierFailed);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = all(&["A"]).with("B", ClaimScope::Unavailable);
+    assert_eq!(
+        scope_failure(&scopes, "B"),
+        ClaimScopeFailure::SupplierFailed
+    );
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
 }
 
 #[tokio::test]
 async fn a_claim_scope_error_names_the_type_and_reason_but_never_a_target() {
     let secret = format!("tenant-secret-{}", "z".repeat(250));
-    let caps = destinations("WEBHOOK", &[&secret]);
+    let scopes = destinations("WEBHOOK", &[&secret]);
     let error = ClaimScopeError {
         destination_type: "WEBHOOK".into(),
-        reason: scope_failure(&caps, "WEBHOOK"),
+        reason: scope_failure(&scopes, "WEBHOOK"),
     };
     let message = error.to_string();
     assert!(message.contains("WEBHOOK"), "{message}");
@@ -697,10 +734,16 @@ async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_
     let id = claimed_row(&db).await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "x")).await;
-    let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
+    let scopes = all(&["A"]).with("B", ClaimScope::Unavailable);
     let cycle = db
         .repository()
-        .mark_and_claim(NODE, &[Mark::Published { id }], Claims::OfOwner, 10, &caps)
+        .mark_and_claim(
+            NODE,
+            &[Mark::Published { id }],
+            Claims::OfOwner,
+            10,
+            &scopes,
+        )
         .await
         .unwrap();
     assert_eq!(cycle.owned, vec![true]);

@@ -6,7 +6,7 @@
 //! With LISTEN_NOTIFY, a loop keeps claiming until a claim finds nothing, and only then waits, with
 //! its host holding the doorbell (`doorbell.rs`).
 
-use super::claim_scopes::ClaimScopes;
+use super::claim_scopes::ScopeCalls;
 use super::doorbell::{LINGER_STEP, LoopDoorbell};
 use super::envelope;
 use super::observers::ObserverFeed;
@@ -17,7 +17,7 @@ use super::{Relay, entry_span};
 use crate::error_type::HostErrorType;
 use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
 use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Claims, Mark, OutboxRecord, RelayCapabilities};
+use crate::repository::{ClaimScopes, Claims, Mark, OutboxRecord};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -177,7 +177,7 @@ struct LoopState {
     /// The last turn failed with outcomes to record: the next records them apart from its claim.
     recording_failed: bool,
     observers: ObserverFeed,
-    scopes: ClaimScopes,
+    scope_calls: ScopeCalls,
 }
 
 impl LoopState {
@@ -192,7 +192,7 @@ impl LoopState {
             unrecorded: Vec::new(),
             recording_failed: false,
             observers,
-            scopes: ClaimScopes::default(),
+            scope_calls: ScopeCalls::default(),
         }
     }
 
@@ -245,19 +245,19 @@ impl LoopState {
         // Types left out because their plugin is busy: finding nothing then is no reason to wait
         // for the doorbell, as their rows may be waiting; a landing publish brings the next turn.
         let mut held_back = false;
-        let capabilities = if batch > 0 {
-            let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;
+        let scopes = if batch > 0 {
+            let mut scopes = self.scope_calls.ask(&plugins, &self.relay.metrics).await;
             let saturated = self.saturated_types(&plugins);
             held_back = !saturated.is_empty();
-            capabilities.retain(|destination_type| !saturated.contains(destination_type));
+            scopes.retain(|destination_type| !saturated.contains(destination_type));
             // The set was swapped while the scopes were asked: claim with the new one next turn
             // (the swap wakes the loop), so no claim made after a swap uses the old plugins.
             if !Arc::ptr_eq(&plugins, &self.relay.plugins.borrow()) {
-                capabilities = RelayCapabilities::new();
+                scopes = ClaimScopes::new();
             }
-            capabilities
+            scopes
         } else {
-            RelayCapabilities::new()
+            ClaimScopes::new()
         };
         let now = Utc::now();
         for landed in std::mem::take(&mut self.landed) {
@@ -289,7 +289,7 @@ impl LoopState {
                 &marks,
                 Claims::At(&claims),
                 batch,
-                &capabilities,
+                &scopes,
             )
             .await;
         let turned = match result {

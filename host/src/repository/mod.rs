@@ -20,8 +20,7 @@ mod sql;
 
 pub use claim::MarkAndClaim;
 pub use claim_scope::{
-    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_TARGET_CHARS, MAX_TARGETS,
-    RelayCapabilities,
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, ClaimScopes, MAX_TARGET_CHARS, MAX_TARGETS,
 };
 pub use cleanup::CleanupReport;
 pub use dead_letters::{DeadLetter, DeadLetterSelection};
