@@ -259,7 +259,6 @@ impl LoopState {
         } else {
             ClaimScopes::new()
         };
-        let now = Utc::now();
         for landed in std::mem::take(&mut self.landed) {
             let flight = &landed.flight;
             let decision = decide(
@@ -268,7 +267,6 @@ impl LoopState {
                 flight.max_attempts,
                 landed.attempted.clone(),
                 &settings,
-                now,
             );
             self.unrecorded.push(Unrecorded::new(landed, decision));
         }
@@ -403,7 +401,9 @@ impl LoopState {
     }
 
     /// Counts the recorded outcomes and tells the observers, in order, once the marks have settled:
-    /// each outcome exactly once, with whether its mark was recorded.
+    /// each outcome exactly once, with whether its mark was recorded. The row is due again its delay
+    /// after the database recorded the mark; the log and the observers get that time as the host's
+    /// clock sees it once the mark has settled.
     async fn settle(&mut self, settled: impl IntoIterator<Item = (Unrecorded, bool)>) {
         let metrics = &self.relay.metrics;
         let observed = !self.relay.plugins.borrow().observers().is_empty();
@@ -412,8 +412,9 @@ impl LoopState {
                 landed, decision, ..
             } = outcome;
             let flight = landed.flight;
+            let now = Utc::now();
             if recorded {
-                record_outcome(metrics, &flight, &decision.mark);
+                record_outcome(metrics, &flight, &decision.mark, now);
             }
             if !matches!(
                 landed.attempted,
@@ -433,10 +434,13 @@ impl LoopState {
                 outcome: decision.outcome,
                 disposition: decision.disposition,
                 disposition_recorded: recorded,
-                next_attempt_at: decision.next_attempt_at.map(envelope::unix_ms),
+                next_attempt_at: decision
+                    .mark
+                    .delay()
+                    .map(|delay| envelope::unix_ms(now + delay)),
                 error_type: decision.error_type,
                 elapsed_micros: u64::try_from(landed.elapsed.as_micros()).unwrap_or(u64::MAX),
-                completed_at: envelope::unix_ms(Utc::now()),
+                completed_at: envelope::unix_ms(now),
             };
             self.observers.send(event, envelope).await;
         }
@@ -485,7 +489,8 @@ impl LoopState {
 
 /// Counts a recorded outcome and logs a retry (debug) or a dead letter (warn) with the attempts made
 /// so far and the error as it was stored: sanitized and cut, never the payload or a header value.
-fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
+/// A retry's next attempt is logged on the host's clock as of `now`.
+fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark, now: DateTime<Utc>) {
     let destination_type = flight.destination_type.as_str();
     match mark {
         Mark::Published { .. } => metrics.published(destination_type),
@@ -493,7 +498,7 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
         Mark::Retry {
             id,
             new_attempt,
-            available_at,
+            delay,
             last_error,
             error_type,
         } => {
@@ -505,7 +510,7 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
                 max_attempts = flight.max_attempts,
                 error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
                 error = %last_error,
-                next_attempt_at = %available_at.to_rfc3339(),
+                next_attempt_at = %(now + *delay).to_rfc3339(),
                 "entry scheduled for another attempt"
             );
         }

@@ -172,6 +172,5 @@ fn dead_letter_instead(outcome: &mut Unrecorded, code: String) {
         error_type: Some(HostErrorType::Unrecordable.as_str().into()),
     };
     decision.disposition = EntryDisposition::DeadLettered;
-    decision.next_attempt_at = None;
     decision.error_type = Some(HostErrorType::Unrecordable.as_str().into());
 }
