@@ -143,3 +143,27 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{OutboxState, UnknownState};
+
+    #[test]
+    fn every_state_reads_back_from_its_column_value() {
+        for state in OutboxState::ALL {
+            assert_eq!(state.as_str().parse(), Ok(state));
+        }
+    }
+
+    #[test]
+    fn an_unknown_state_is_an_error_naming_it_as_a_short_token() {
+        assert_eq!(
+            "pending".parse::<OutboxState>(),
+            Err(UnknownState("pending".into()))
+        );
+        let hostile = format!("X\n2024-01-01 INFO forged{}", "y".repeat(100));
+        let message = hostile.parse::<OutboxState>().unwrap_err().to_string();
+        assert!(!message.contains('\n'), "{message}");
+        assert!(message.len() < 100, "{message}");
+    }
+}
