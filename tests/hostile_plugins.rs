@@ -90,7 +90,7 @@ async fn an_endless_loop_ends_as_timeout_once_its_limit_has_passed() {
             limit_ms: TIMEOUT_MS
         })
     );
-    assert_eq!(result.unwrap_err().error_type(), "timeout");
+    assert_eq!(result.unwrap_err().error_type().as_str(), "timeout");
     assert!(started.elapsed() >= Duration::from_millis(TIMEOUT_MS));
     assert_next_call_works(&hostile).await;
 }
@@ -205,7 +205,7 @@ async fn allocating_past_the_memory_limit_ends_as_memory_and_is_contained() {
             limit_mb: MEMORY_MB
         })
     );
-    assert_eq!(result.unwrap_err().error_type(), "memory");
+    assert_eq!(result.unwrap_err().error_type().as_str(), "memory");
     assert_next_call_works(&hostile).await;
 }
 
@@ -215,7 +215,7 @@ async fn a_trap_ends_as_trap_and_the_next_call_works() {
     let set = hostile_set(&dir).await;
     let hostile = set.handler("HOSTILE").unwrap();
     let error = call(&hostile, "trap", "{}").await.unwrap_err();
-    assert_eq!(error.error_type(), "trap");
+    assert_eq!(error.error_type().as_str(), "trap");
     assert_next_call_works(&hostile).await;
 }
 

@@ -2,11 +2,10 @@
 //! in place of the seed's per-row notify trigger (0002's doorbell table gone again); idempotent, and
 //! placed in the configured schema with every statement qualified.
 
-use chrono::Utc;
 use outbox_host::api::{Inbox, Outbox};
 use outbox_host::database::{self, SchemaName, Tables};
 use outbox_host::relay::CHANNEL;
-use outbox_host::repository::{ClaimScope, OutboxRepository, RelayCapabilities};
+use outbox_host::repository::{ClaimScope, ClaimScopes, OutboxRepository};
 use outbox_tests::db::{self, entry};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgNotification};
 use sqlx::{Connection, PgConnection, PgPool};
@@ -419,20 +418,20 @@ async fn with_a_schema_every_statement_is_qualified() {
         .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(next_notification(&mut listener).await.payload(), "");
-    let caps = RelayCapabilities::new().with("A", ClaimScope::All);
-    assert_eq!(repo.claim_batch(10, "n", &caps).await.unwrap().len(), 1);
+    let scopes = ClaimScopes::new().with("A", ClaimScope::All);
+    assert_eq!(repo.claim_batch(10, "n", &scopes).await.unwrap().len(), 1);
     assert!(
-        repo.mark_retry(id, "n", 1, Utc::now(), "e", None)
+        repo.mark_retry(id, "n", 1, Duration::ZERO, "e", None)
             .await
             .unwrap()
     );
-    repo.claim_batch(10, "n", &caps).await.unwrap();
+    repo.claim_batch(10, "n", &scopes).await.unwrap();
     assert!(
         repo.mark_unresolvable(id, "n", Duration::ZERO)
             .await
             .unwrap()
     );
-    repo.claim_batch(10, "n", &caps).await.unwrap();
+    repo.claim_batch(10, "n", &scopes).await.unwrap();
     assert!(repo.mark_dead_letter(id, "n", "e", None).await.unwrap());
     repo.reclaim_stale(Duration::from_secs(1)).await.unwrap();
     repo.cleanup_published(1, 10).await.unwrap();

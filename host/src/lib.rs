@@ -23,6 +23,7 @@ pub mod database;
 pub mod demo;
 pub mod destination_type;
 pub mod dlq;
+pub mod error_type;
 pub mod log_output;
 pub mod maintenance;
 pub mod metrics;

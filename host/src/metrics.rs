@@ -19,13 +19,13 @@ use tokio::sync::watch;
 
 use crate::log_output;
 
+use crate::error_type::HostErrorType;
 use crate::plugins::PluginSet;
-use crate::repository::{ClaimScopeFailure, INVALID_ROW};
+use crate::plugins::PluginState;
+use crate::repository::{COUNTED_STATES, ClaimScopeFailure, OutboxState};
 
 /// The one reason a relay turn fails: the database.
 const CYCLE_FAILURE_DATABASE: &str = "database";
-/// The row states the row gauges report.
-const ROW_STATES: [&str; 3] = ["PENDING", "PROCESSING", "DEAD_LETTER"];
 /// The label of a destination type that is not well-formed (it came from a row).
 pub const INVALID_TYPE_LABEL: &str = "invalid";
 /// The `error_type` label of a failure that named none.
@@ -298,7 +298,7 @@ impl Metrics {
     pub fn dead_lettered_invalid(&self, rows: u64) {
         self.inner
             .dead_lettered
-            .with_label_values(&[INVALID_TYPE_LABEL, INVALID_ROW])
+            .with_label_values(&[INVALID_TYPE_LABEL, HostErrorType::InvalidRow.as_str()])
             .inc_by(rows);
     }
 
@@ -352,10 +352,10 @@ impl Metrics {
             .inc();
     }
 
-    pub fn claim_scope_failed(&self, destination_type: &str, reason: &str) {
+    pub fn claim_scope_failed(&self, destination_type: &str, reason: ClaimScopeFailure) {
         self.inner
             .claim_scope_failures
-            .with_label_values(&[type_label(destination_type), reason])
+            .with_label_values(&[type_label(destination_type), reason.as_str()])
             .inc();
     }
 
@@ -364,14 +364,14 @@ impl Metrics {
         for result in [RunResult::Ok, RunResult::Failed, RunResult::Skipped] {
             self.inner
                 .maintenance_runs
-                .with_label_values(&[job, result.label()]);
+                .with_label_values(&[job, result.as_str()]);
         }
     }
 
     pub fn maintenance_run(&self, job: &str, result: RunResult) {
         self.inner
             .maintenance_runs
-            .with_label_values(&[job, result.label()])
+            .with_label_values(&[job, result.as_str()])
             .inc();
     }
 
@@ -409,14 +409,16 @@ impl Metrics {
         }
     }
 
-    /// Replaces the sampled row counts: (state, destination type, rows).
-    pub fn set_rows(&self, counts: &[(String, String, i64)]) {
+    /// Replaces the sampled row counts: (state, destination type, rows), for the states
+    /// [`OutboxRepository::count_by_state`](crate::repository::OutboxRepository::count_by_state)
+    /// counts.
+    pub fn set_rows(&self, counts: &[(OutboxState, String, i64)]) {
         self.inner.rows.reset();
         for (state, destination_type, count) in counts {
-            if ROW_STATES.contains(&state.as_str()) {
+            if COUNTED_STATES.contains(state) {
                 self.inner
                     .rows
-                    .with_label_values(&[state, type_label(destination_type)])
+                    .with_label_values(&[state.as_str(), type_label(destination_type)])
                     .add(*count);
             }
         }
@@ -466,7 +468,7 @@ impl Metrics {
             for reason in ClaimScopeFailure::ALL {
                 inner
                     .claim_scope_failures
-                    .with_label_values(&[destination_type, reason.label()]);
+                    .with_label_values(&[destination_type, reason.as_str()]);
             }
             inner
                 .publish_duration
@@ -474,8 +476,10 @@ impl Metrics {
             inner
                 .oldest_pending_age
                 .with_label_values(&[destination_type]);
-            for state in ROW_STATES {
-                inner.rows.with_label_values(&[state, destination_type]);
+            for state in COUNTED_STATES {
+                inner
+                    .rows
+                    .with_label_values(&[state.as_str(), destination_type]);
             }
         }
     }
@@ -559,8 +563,8 @@ impl Collector for PluginCollector {
             &["state"],
         )
         .expect("valid metric");
-        for state in ["loaded", "failed", "conflicting"] {
-            states.with_label_values(&[state]).set(0);
+        for state in PluginState::ALL {
+            states.with_label_values(&[state.as_str()]).set(0);
         }
         for status in set.statuses() {
             states.with_label_values(&[status.state.as_str()]).inc();
@@ -587,13 +591,13 @@ impl Collector for PluginCollector {
                 .with_label_values(&labels)
                 .inc_by(stats.total_duration.as_secs_f64());
             for (error_type, count) in [
-                ("timeout", stats.timeouts),
-                ("trap", stats.traps),
-                ("memory", stats.memory),
-                ("instantiate", stats.instantiate),
+                (HostErrorType::Timeout, stats.timeouts),
+                (HostErrorType::Trap, stats.traps),
+                (HostErrorType::Memory, stats.memory),
+                (HostErrorType::Instantiate, stats.instantiate),
             ] {
                 errors
-                    .with_label_values(&[name, destination_type, error_type])
+                    .with_label_values(&[name, destination_type, error_type.as_str()])
                     .inc_by(count);
             }
         }
@@ -642,7 +646,7 @@ pub enum RunResult {
 }
 
 impl RunResult {
-    fn label(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             RunResult::Ok => "ok",
             RunResult::Failed => "failed",
@@ -677,9 +681,9 @@ mod tests {
     fn a_destination_type_that_is_not_well_formed_is_labelled_invalid() {
         let metrics = Metrics::new();
         metrics.set_rows(&[
-            ("PENDING".into(), "bad\ntype\"}".into(), 2),
-            ("PENDING".into(), "other bad".into(), 3),
-            ("PENDING".into(), "WEBHOOK".into(), 1),
+            (OutboxState::Pending, "bad\ntype\"}".into(), 2),
+            (OutboxState::Pending, "other bad".into(), 3),
+            (OutboxState::Pending, "WEBHOOK".into(), 1),
         ]);
         metrics.set_oldest_pending_age(&[("bad\ntype".into(), 7.0), ("a b".into(), 9.0)]);
         metrics.claimed("x\u{1b}[31m");

@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo bench -p outbox-tests --bench claim_throughput`
 
-use outbox_host::repository::{ClaimScope, Claims, Mark, OutboxRepository, RelayCapabilities};
+use outbox_host::repository::{ClaimScope, ClaimScopes, Claims, Mark, OutboxRepository};
 use outbox_tests::db::TestDb;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,20 +60,20 @@ async fn drain(claimers: usize, batch: u32, marking: Marking) -> f64 {
     let db = TestDb::new().await;
     fill(&db).await;
     let published = Arc::new(AtomicU64::new(0));
-    let capabilities = RelayCapabilities::new().with("NOOP", ClaimScope::All);
+    let scopes = ClaimScopes::new().with("NOOP", ClaimScope::All);
     let started = Instant::now();
     let tasks: Vec<_> = (0..claimers)
         .map(|n| {
             let repo = db.repository();
             let published = published.clone();
-            let capabilities = capabilities.clone();
+            let scopes = scopes.clone();
             tokio::spawn(async move {
                 claim_until_done(
                     repo,
                     format!("bench-{n}"),
                     batch,
                     marking,
-                    capabilities,
+                    scopes,
                     published,
                 )
                 .await
@@ -93,7 +93,7 @@ async fn claim_until_done(
     claimed_by: String,
     batch: u32,
     marking: Marking,
-    capabilities: RelayCapabilities,
+    scopes: ClaimScopes,
     published: Arc<AtomicU64>,
 ) {
     let mut marks: Vec<Mark> = Vec::new();
@@ -101,12 +101,10 @@ async fn claim_until_done(
         let rows = match marking {
             Marking::TwoStep => {
                 repo.mark_batch(&claimed_by, &marks).await.unwrap();
-                repo.claim_batch(batch, &claimed_by, &capabilities)
-                    .await
-                    .unwrap()
+                repo.claim_batch(batch, &claimed_by, &scopes).await.unwrap()
             }
             Marking::Combined => {
-                repo.mark_and_claim(&claimed_by, &marks, Claims::OfOwner, batch, &capabilities)
+                repo.mark_and_claim(&claimed_by, &marks, Claims::OfOwner, batch, &scopes)
                     .await
                     .unwrap()
                     .claimed

@@ -7,6 +7,7 @@ use chrono::{Duration as Delta, Utc};
 use outbox_host::repository::{ClaimScope, Claims, Mark, TurnCommit};
 use outbox_tests::db::{TestDb, entry};
 use std::collections::HashSet;
+use std::time::Duration;
 
 // --- eligibility ----------------------------------------------------------------------------------
 
@@ -162,9 +163,9 @@ async fn a_head_in_retry_backoff_still_blocks() {
     db.publish(entry("A", "x").aggregate("Order", "1")).await;
     let repo = db.repository();
     repo.claim_batch(10, NODE, &all(&["A"])).await.unwrap();
-    let later = Utc::now() + Delta::hours(1);
+    let an_hour = Duration::from_secs(3600);
     assert!(
-        repo.mark_retry(head, NODE, 1, later, "boom", None)
+        repo.mark_retry(head, NODE, 1, an_hour, "boom", None)
             .await
             .unwrap()
     );
@@ -320,10 +321,16 @@ async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_
     let id = claimed_row(&db).await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "x")).await;
-    let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
+    let scopes = all(&["A"]).with("B", ClaimScope::Unavailable);
     let cycle = db
         .repository()
-        .mark_and_claim(NODE, &[Mark::Published { id }], Claims::OfOwner, 10, &caps)
+        .mark_and_claim(
+            NODE,
+            &[Mark::Published { id }],
+            Claims::OfOwner,
+            10,
+            &scopes,
+        )
         .await
         .unwrap();
     assert_eq!(cycle.owned, vec![true]);

@@ -2,17 +2,17 @@
 //! and how a scope that cannot be used fails closed for its own type only.
 
 use super::{NODE, all, ids};
-use outbox_host::repository::{ClaimScope, ClaimScopeError, ClaimScopeFailure, RelayCapabilities};
+use outbox_host::repository::{ClaimScope, ClaimScopeError, ClaimScopeFailure, ClaimScopes};
 use outbox_tests::db::{TestDb, entry};
 
-fn destinations(destination_type: &str, targets: &[&str]) -> RelayCapabilities {
+fn destinations(destination_type: &str, targets: &[&str]) -> ClaimScopes {
     let targets = targets.iter().map(|t| t.to_string()).collect();
-    RelayCapabilities::new().with(destination_type, ClaimScope::Destinations(targets))
+    ClaimScopes::new().with(destination_type, ClaimScope::Destinations(targets))
 }
 
-/// Why `caps` refuses the scope of `destination_type`.
-fn scope_failure(caps: &RelayCapabilities, destination_type: &str) -> ClaimScopeFailure {
-    let (_, scope) = caps
+/// Why `scopes` refuses the scope of `destination_type`.
+fn scope_failure(scopes: &ClaimScopes, destination_type: &str) -> ClaimScopeFailure {
+    let (_, scope) = scopes
         .iter()
         .find(|(t, _)| *t == destination_type)
         .expect("the type has a scope");
@@ -51,8 +51,12 @@ async fn empty_destinations_scope_claims_nothing_of_its_type() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
     let other = db.publish(entry("B", "x")).await;
-    let caps = destinations("A", &[]).with("B", ClaimScope::All);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = destinations("A", &[]).with("B", ClaimScope::All);
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![other]);
 }
 
@@ -62,7 +66,7 @@ async fn no_scopes_claim_nothing() {
     db.publish(entry("A", "x")).await;
     let claimed = db
         .repository()
-        .claim_batch(10, NODE, &RelayCapabilities::new())
+        .claim_batch(10, NODE, &ClaimScopes::new())
         .await
         .unwrap();
     assert!(claimed.is_empty());
@@ -72,10 +76,10 @@ async fn no_scopes_claim_nothing() {
 async fn only_empty_destination_scopes_claim_nothing() {
     let db = TestDb::new().await;
     db.publish(entry("A", "x")).await;
-    let caps = destinations("A", &[]).with("B", ClaimScope::Destinations(vec![]));
+    let scopes = destinations("A", &[]).with("B", ClaimScope::Destinations(vec![]));
     assert!(
         db.repository()
-            .claim_batch(10, NODE, &caps)
+            .claim_batch(10, NODE, &scopes)
             .await
             .unwrap()
             .is_empty()
@@ -87,9 +91,13 @@ async fn a_blank_target_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "ok")).await;
-    let caps = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::BlankElement);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = destinations("B", &["ok", "  "]).with("A", ClaimScope::All);
+    assert_eq!(scope_failure(&scopes, "B"), ClaimScopeFailure::BlankElement);
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
@@ -100,9 +108,16 @@ async fn a_target_over_255_characters_fails_closed_for_its_own_type_only() {
     let a = db.publish(entry("A", "x")).await;
     let long = "t".repeat(256);
     db.publish(entry("B", "t")).await;
-    let caps = destinations("B", &["t", &long]).with("A", ClaimScope::All);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::ElementTooLong);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = destinations("B", &["t", &long]).with("A", ClaimScope::All);
+    assert_eq!(
+        scope_failure(&scopes, "B"),
+        ClaimScopeFailure::ElementTooLong
+    );
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
@@ -112,12 +127,16 @@ async fn a_target_with_a_nul_byte_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "ok")).await;
-    let caps = destinations("B", &["ok", "bad\0target"]).with("A", ClaimScope::All);
+    let scopes = destinations("B", &["ok", "bad\0target"]).with("A", ClaimScope::All);
     assert_eq!(
-        scope_failure(&caps, "B"),
+        scope_failure(&scopes, "B"),
         ClaimScopeFailure::ControlCharacter
     );
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
     assert_eq!(db.count("PENDING").await, 1);
 }
@@ -141,11 +160,18 @@ async fn more_than_10000_targets_fail_closed_for_their_own_type_only() {
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "t1")).await;
     let targets: Vec<String> = (0..10_001).map(|i| format!("t{i}")).collect();
-    let caps = RelayCapabilities::new()
+    let scopes = ClaimScopes::new()
         .with("B", ClaimScope::Destinations(targets))
         .with("A", ClaimScope::All);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::TooManyTargets);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    assert_eq!(
+        scope_failure(&scopes, "B"),
+        ClaimScopeFailure::TooManyTargets
+    );
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
 }
 
@@ -154,9 +180,13 @@ async fn exactly_10000_targets_are_accepted() {
     let db = TestDb::new().await;
     let id = db.publish(entry("A", "t9999")).await;
     let targets: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
-    let caps = RelayCapabilities::new().with("A", ClaimScope::Destinations(targets));
+    let scopes = ClaimScopes::new().with("A", ClaimScope::Destinations(targets));
     assert_eq!(
-        ids(&db.repository().claim_batch(10, NODE, &caps).await.unwrap()),
+        ids(&db
+            .repository()
+            .claim_batch(10, NODE, &scopes)
+            .await
+            .unwrap()),
         vec![id]
     );
 }
@@ -166,19 +196,26 @@ async fn an_unavailable_scope_fails_closed_for_its_own_type_only() {
     let db = TestDb::new().await;
     let a = db.publish(entry("A", "x")).await;
     db.publish(entry("B", "x")).await;
-    let caps = all(&["A"]).with("B", ClaimScope::Unavailable);
-    assert_eq!(scope_failure(&caps, "B"), ClaimScopeFailure::SupplierFailed);
-    let claimed = db.repository().claim_batch(10, NODE, &caps).await.unwrap();
+    let scopes = all(&["A"]).with("B", ClaimScope::Unavailable);
+    assert_eq!(
+        scope_failure(&scopes, "B"),
+        ClaimScopeFailure::SupplierFailed
+    );
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &scopes)
+        .await
+        .unwrap();
     assert_eq!(ids(&claimed), vec![a]);
 }
 
 #[tokio::test]
 async fn a_claim_scope_error_names_the_type_and_reason_but_never_a_target() {
     let secret = format!("tenant-secret-{}", "z".repeat(250));
-    let caps = destinations("WEBHOOK", &[&secret]);
+    let scopes = destinations("WEBHOOK", &[&secret]);
     let error = ClaimScopeError {
         destination_type: "WEBHOOK".into(),
-        reason: scope_failure(&caps, "WEBHOOK"),
+        reason: scope_failure(&scopes, "WEBHOOK"),
     };
     let message = error.to_string();
     assert!(message.contains("WEBHOOK"), "{message}");

@@ -10,15 +10,15 @@ mod cleanup;
 mod lease;
 mod marks;
 
-use outbox_host::repository::{ClaimScope, RelayCapabilities};
+use outbox_host::repository::{ClaimScope, ClaimScopes};
 use outbox_tests::db::{TestDb, entry};
 
 const NODE: &str = "node-a-0";
 const OTHER: &str = "node-b-0";
 
-fn all(types: &[&str]) -> RelayCapabilities {
-    types.iter().fold(RelayCapabilities::new(), |caps, t| {
-        caps.with(*t, ClaimScope::All)
+fn all(types: &[&str]) -> ClaimScopes {
+    types.iter().fold(ClaimScopes::new(), |scopes, t| {
+        scopes.with(*t, ClaimScope::All)
     })
 }
 

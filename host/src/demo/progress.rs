@@ -1,7 +1,7 @@
 //! Waiting for the sample rows to settle (published or dead-lettered), drawn as a progress bar from
 //! the table's own row counts.
 
-use crate::repository::{OutboxRepository, RepositoryError};
+use crate::repository::{OutboxRepository, OutboxState, RepositoryError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::{Duration, Instant};
 
@@ -19,15 +19,15 @@ struct RowCounts {
 }
 
 impl RowCounts {
-    fn of(by_state_and_type: &[(String, String, i64)]) -> Self {
+    fn of(by_state_and_type: &[(OutboxState, String, i64)]) -> Self {
         let mut counts = RowCounts::default();
         for (state, _destination_type, count) in by_state_and_type {
             let count = u64::try_from(*count).unwrap_or(0);
-            match state.as_str() {
-                "PENDING" => counts.pending += count,
-                "PROCESSING" => counts.processing += count,
-                "DEAD_LETTER" => counts.dead_lettered += count,
-                _ => {}
+            match state {
+                OutboxState::Pending => counts.pending += count,
+                OutboxState::Processing => counts.processing += count,
+                OutboxState::DeadLetter => counts.dead_lettered += count,
+                OutboxState::Published => {}
             }
         }
         counts

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::error_type::HostErrorType;
 use crate::plugins::manifest::ManifestError;
 
 /// The plugin runtime could not be set up.
@@ -71,13 +72,13 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// The error type the relay records: `timeout`, `trap`, `memory` or `instantiate`.
-    pub fn error_type(&self) -> &'static str {
+    /// The error type the relay records.
+    pub fn error_type(&self) -> HostErrorType {
         match self {
-            Self::Timeout { .. } => "timeout",
-            Self::Trap { .. } => "trap",
-            Self::Memory { .. } => "memory",
-            Self::Instantiate { .. } => "instantiate",
+            Self::Timeout { .. } => HostErrorType::Timeout,
+            Self::Trap { .. } => HostErrorType::Trap,
+            Self::Memory { .. } => HostErrorType::Memory,
+            Self::Instantiate { .. } => HostErrorType::Instantiate,
         }
     }
 }

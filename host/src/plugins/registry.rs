@@ -27,6 +27,8 @@ pub enum PluginState {
 }
 
 impl PluginState {
+    pub const ALL: [PluginState; 3] = [Self::Loaded, Self::Failed, Self::Conflicting];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Loaded => "loaded",

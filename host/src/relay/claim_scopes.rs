@@ -8,7 +8,7 @@
 
 use crate::metrics::Metrics;
 use crate::plugins::{CallError, HandlerPlugin, PluginSet, Scope};
-use crate::repository::{ClaimScope, ClaimScopeError, ClaimScopeFailure, RelayCapabilities};
+use crate::repository::{ClaimScope, ClaimScopeError, ClaimScopeFailure, ClaimScopes};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ type Answer = (Result<Scope, CallError>, Duration);
 
 /// The scope calls of one relay loop, by destination type.
 #[derive(Default)]
-pub(super) struct ClaimScopes {
+pub(super) struct ScopeCalls {
     types: HashMap<String, TypeState>,
 }
 
@@ -72,11 +72,11 @@ impl Call {
     }
 }
 
-impl ClaimScopes {
+impl ScopeCalls {
     /// The scopes this turn may claim with. Every loaded handler without a call in flight is asked;
     /// the turn waits for the answers of the handlers not known to be slow, each until its own
     /// deadline. A type without a usable answer is absent from the result and claims nothing.
-    pub async fn ask(&mut self, plugins: &PluginSet, metrics: &Metrics) -> RelayCapabilities {
+    pub async fn ask(&mut self, plugins: &PluginSet, metrics: &Metrics) -> ClaimScopes {
         self.types
             .retain(|destination_type, _| plugins.handler(destination_type).is_some());
         for handler in plugins.handlers() {
@@ -120,7 +120,7 @@ impl ClaimScopes {
             }
         }
 
-        let mut capabilities = RelayCapabilities::new();
+        let mut scopes = ClaimScopes::new();
         let now = tokio::time::Instant::now();
         for (destination_type, joined) in answered {
             let state = self.types.get_mut(&destination_type).expect("asked above");
@@ -134,7 +134,7 @@ impl ClaimScopes {
                             "claim scope answers again; its rows are claimed again"
                         );
                     }
-                    capabilities.insert(destination_type, scope);
+                    scopes.insert(destination_type, scope);
                 }
                 Err(ClaimScopeFailure::TimedOut) if call.reported => {}
                 Err(reason) => {
@@ -166,7 +166,7 @@ impl ClaimScopes {
                 );
             }
         }
-        capabilities
+        scopes
     }
 }
 
@@ -195,7 +195,7 @@ fn fail(
     reason: ClaimScopeFailure,
     metrics: &Metrics,
 ) {
-    metrics.claim_scope_failed(destination_type, reason.label());
+    metrics.claim_scope_failed(destination_type, reason);
     if state
         .logged_at
         .is_some_and(|at| at.elapsed() < FAILURE_LOG_INTERVAL)
@@ -209,7 +209,7 @@ fn fail(
     tracing::warn!(
         plugin,
         destination_type,
-        reason = reason.label(),
+        reason = reason.as_str(),
         "{error} (logged at most once a minute per type; outbox_claim_scope_failures_total counts each)"
     );
     state.logged_at = Some(Instant::now());

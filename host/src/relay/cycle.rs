@@ -6,7 +6,7 @@
 //! With LISTEN_NOTIFY, a loop keeps claiming until a claim finds nothing, and only then waits, with
 //! its host holding the doorbell (`doorbell.rs`).
 
-use super::claim_scopes::ClaimScopes;
+use super::claim_scopes::ScopeCalls;
 use super::doorbell::{LINGER_STEP, LoopDoorbell};
 use super::envelope;
 use super::observers::ObserverFeed;
@@ -14,9 +14,10 @@ use super::outcome::{Attempted, decide};
 use super::progress::Heartbeat;
 use super::record::{Unrecorded, marks_of, record_apart};
 use super::{Relay, entry_span};
+use crate::error_type::HostErrorType;
 use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
 use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
-use crate::repository::{Claims, INVALID_ROW, Mark, OutboxRecord, RelayCapabilities};
+use crate::repository::{ClaimScopes, Claims, Mark, OutboxRecord};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -176,7 +177,7 @@ struct LoopState {
     /// The last turn failed with outcomes to record: the next records them apart from its claim.
     recording_failed: bool,
     observers: ObserverFeed,
-    scopes: ClaimScopes,
+    scope_calls: ScopeCalls,
 }
 
 impl LoopState {
@@ -191,7 +192,7 @@ impl LoopState {
             unrecorded: Vec::new(),
             recording_failed: false,
             observers,
-            scopes: ClaimScopes::default(),
+            scope_calls: ScopeCalls::default(),
         }
     }
 
@@ -244,21 +245,20 @@ impl LoopState {
         // Types left out because their plugin is busy: finding nothing then is no reason to wait
         // for the doorbell, as their rows may be waiting; a landing publish brings the next turn.
         let mut held_back = false;
-        let capabilities = if batch > 0 {
-            let mut capabilities = self.scopes.ask(&plugins, &self.relay.metrics).await;
+        let scopes = if batch > 0 {
+            let mut scopes = self.scope_calls.ask(&plugins, &self.relay.metrics).await;
             let saturated = self.saturated_types(&plugins);
             held_back = !saturated.is_empty();
-            capabilities.retain(|destination_type| !saturated.contains(destination_type));
+            scopes.retain(|destination_type| !saturated.contains(destination_type));
             // The set was swapped while the scopes were asked: claim with the new one next turn
             // (the swap wakes the loop), so no claim made after a swap uses the old plugins.
             if !Arc::ptr_eq(&plugins, &self.relay.plugins.borrow()) {
-                capabilities = RelayCapabilities::new();
+                scopes = ClaimScopes::new();
             }
-            capabilities
+            scopes
         } else {
-            RelayCapabilities::new()
+            ClaimScopes::new()
         };
-        let now = Utc::now();
         for landed in std::mem::take(&mut self.landed) {
             let flight = &landed.flight;
             let decision = decide(
@@ -267,7 +267,6 @@ impl LoopState {
                 flight.max_attempts,
                 landed.attempted.clone(),
                 &settings,
-                now,
             );
             self.unrecorded.push(Unrecorded::new(landed, decision));
         }
@@ -288,7 +287,7 @@ impl LoopState {
                 &marks,
                 Claims::At(&claims),
                 batch,
-                &capabilities,
+                &scopes,
             )
             .await;
         let turned = match result {
@@ -389,7 +388,7 @@ impl LoopState {
                     };
                     let attempted = Attempted::Permanent {
                         message: invalid.to_string(),
-                        error_type: Some(INVALID_ROW.into()),
+                        error_type: Some(HostErrorType::InvalidRow.as_str().into()),
                     };
                     self.landed.push(Landed {
                         flight,
@@ -402,7 +401,9 @@ impl LoopState {
     }
 
     /// Counts the recorded outcomes and tells the observers, in order, once the marks have settled:
-    /// each outcome exactly once, with whether its mark was recorded.
+    /// each outcome exactly once, with whether its mark was recorded. The row is due again its delay
+    /// after the database recorded the mark; the log and the observers get that time as the host's
+    /// clock sees it once the mark has settled.
     async fn settle(&mut self, settled: impl IntoIterator<Item = (Unrecorded, bool)>) {
         let metrics = &self.relay.metrics;
         let observed = !self.relay.plugins.borrow().observers().is_empty();
@@ -411,8 +412,9 @@ impl LoopState {
                 landed, decision, ..
             } = outcome;
             let flight = landed.flight;
+            let now = Utc::now();
             if recorded {
-                record_outcome(metrics, &flight, &decision.mark);
+                record_outcome(metrics, &flight, &decision.mark, now);
             }
             if !matches!(
                 landed.attempted,
@@ -432,10 +434,13 @@ impl LoopState {
                 outcome: decision.outcome,
                 disposition: decision.disposition,
                 disposition_recorded: recorded,
-                next_attempt_at: decision.next_attempt_at.map(envelope::unix_ms),
+                next_attempt_at: decision
+                    .mark
+                    .delay()
+                    .map(|delay| envelope::unix_ms(now + delay)),
                 error_type: decision.error_type,
                 elapsed_micros: u64::try_from(landed.elapsed.as_micros()).unwrap_or(u64::MAX),
-                completed_at: envelope::unix_ms(Utc::now()),
+                completed_at: envelope::unix_ms(now),
             };
             self.observers.send(event, envelope).await;
         }
@@ -484,7 +489,8 @@ impl LoopState {
 
 /// Counts a recorded outcome and logs a retry (debug) or a dead letter (warn) with the attempts made
 /// so far and the error as it was stored: sanitized and cut, never the payload or a header value.
-fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
+/// A retry's next attempt is logged on the host's clock as of `now`.
+fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark, now: DateTime<Utc>) {
     let destination_type = flight.destination_type.as_str();
     match mark {
         Mark::Published { .. } => metrics.published(destination_type),
@@ -492,7 +498,7 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
         Mark::Retry {
             id,
             new_attempt,
-            available_at,
+            delay,
             last_error,
             error_type,
         } => {
@@ -504,7 +510,7 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark) {
                 max_attempts = flight.max_attempts,
                 error_type = error_type.as_deref().unwrap_or(NO_ERROR_TYPE_LABEL),
                 error = %last_error,
-                next_attempt_at = %available_at.to_rfc3339(),
+                next_attempt_at = %(now + *delay).to_rfc3339(),
                 "entry scheduled for another attempt"
             );
         }

@@ -162,7 +162,7 @@ mod tests {
             metadata: metadata.into(),
             scheduled_at: None,
             available_at: now,
-            state: Some(OutboxState::Processing),
+            state: OutboxState::Processing,
             attempt: 2,
             max_attempts: 20,
             claimed_at: Some(now),

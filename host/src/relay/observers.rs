@@ -66,7 +66,7 @@ async fn notify_all(
             if *since == 1 || last_logged.elapsed() >= FAILURE_LOG_INTERVAL {
                 tracing::warn!(
                     plugin = observer.name(),
-                    error_type = error.error_type(),
+                    error_type = error.error_type().as_str(),
                     %error,
                     failures = *since,
                     "publish observer failed; ignored"

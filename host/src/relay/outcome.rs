@@ -1,9 +1,9 @@
 //! What one publish attempt means for its row (seed 000 relay cycle, steps 4–8).
 
 use super::RelaySettings;
+use crate::error_type::HostErrorType;
 use crate::plugins::{CallError, EntryDisposition, PublishOutcome, PublishResult};
 use crate::repository::{Mark, stored_error, stored_error_type};
-use chrono::{DateTime, Utc};
 
 /// How an attempt ended, before the relay decides what that means for the row.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,22 +43,19 @@ impl Attempted {
             Ok(PublishResult::Unresolvable(_)) => Attempted::Unresolvable,
             Err(error) => Attempted::Retryable {
                 message: error.to_string(),
-                error_type: Some(error.error_type().to_owned()),
+                error_type: Some(error.error_type().as_str().to_owned()),
             },
         }
     }
 }
 
-/// The error type stored and reported for [`Attempted::HostFailed`].
-pub(super) const HOST_FAILURE: &str = "host_failure";
-
-/// The row's next state, and the facts observers receive.
+/// The row's next state, and the facts observers receive. When the row is due again is the mark's
+/// delay after the database records it: the decision carries no time.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Decision {
     pub mark: Mark,
     pub outcome: PublishOutcome,
     pub disposition: EntryDisposition,
-    pub next_attempt_at: Option<DateTime<Utc>>,
     pub error_type: Option<String>,
 }
 
@@ -73,14 +70,12 @@ pub(super) fn decide(
     max_attempts: u32,
     attempted: Attempted,
     settings: &RelaySettings,
-    now: DateTime<Utc>,
 ) -> Decision {
     match attempted {
         Attempted::Success => Decision {
             mark: Mark::Published { id },
             outcome: PublishOutcome::Success,
             disposition: EntryDisposition::Published,
-            next_attempt_at: None,
             error_type: None,
         },
         Attempted::Retryable {
@@ -99,22 +94,19 @@ pub(super) fn decide(
                     },
                     outcome: PublishOutcome::RetryableFailure,
                     disposition: EntryDisposition::DeadLettered,
-                    next_attempt_at: None,
                     error_type,
                 };
             }
-            let available_at = now + settings.backoff.delay(attempt);
             Decision {
                 mark: Mark::Retry {
                     id,
                     new_attempt: i32::try_from(new_attempt).unwrap_or(i32::MAX),
-                    available_at,
+                    delay: settings.backoff.delay(attempt),
                     last_error,
                     error_type: error_type.clone(),
                 },
                 outcome: PublishOutcome::RetryableFailure,
                 disposition: EntryDisposition::RetryScheduled,
-                next_attempt_at: Some(available_at),
                 error_type,
             }
         }
@@ -131,26 +123,21 @@ pub(super) fn decide(
                 },
                 outcome: PublishOutcome::PermanentFailure,
                 disposition: EntryDisposition::DeadLettered,
-                next_attempt_at: None,
                 error_type,
             }
         }
-        Attempted::HostFailed { message } => {
-            let available_at = now + settings.backoff.delay(attempt);
-            Decision {
-                mark: Mark::Retry {
-                    id,
-                    new_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
-                    available_at,
-                    last_error: stored_error(&message),
-                    error_type: Some(HOST_FAILURE.to_owned()),
-                },
-                outcome: PublishOutcome::RetryableFailure,
-                disposition: EntryDisposition::RetryScheduled,
-                next_attempt_at: Some(available_at),
-                error_type: Some(HOST_FAILURE.to_owned()),
-            }
-        }
+        Attempted::HostFailed { message } => Decision {
+            mark: Mark::Retry {
+                id,
+                new_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
+                delay: settings.backoff.delay(attempt),
+                last_error: stored_error(&message),
+                error_type: Some(HostErrorType::HostFailure.as_str().to_owned()),
+            },
+            outcome: PublishOutcome::RetryableFailure,
+            disposition: EntryDisposition::RetryScheduled,
+            error_type: Some(HostErrorType::HostFailure.as_str().to_owned()),
+        },
         Attempted::Unresolvable | Attempted::NoHandler => Decision {
             mark: Mark::Unresolvable {
                 id,
@@ -158,7 +145,6 @@ pub(super) fn decide(
             },
             outcome: PublishOutcome::Unresolvable,
             disposition: EntryDisposition::Deferred,
-            next_attempt_at: Some(now + settings.unresolvable_delay),
             error_type: None,
         },
     }
@@ -183,34 +169,32 @@ mod tests {
 
     #[test]
     fn success_is_published() {
-        let decision = decide(1, 0, 20, Attempted::Success, &settings(), Utc::now());
+        let decision = decide(1, 0, 20, Attempted::Success, &settings());
         assert_eq!(decision.mark, Mark::Published { id: 1 });
         assert_eq!(decision.disposition, EntryDisposition::Published);
     }
 
     #[test]
     fn a_retryable_failure_schedules_the_next_attempt_with_backoff() {
-        let now = Utc::now();
-        let decision = decide(1, 2, 20, retryable(), &settings(), now);
+        let decision = decide(1, 2, 20, retryable(), &settings());
         let Mark::Retry {
-            new_attempt,
-            available_at,
-            ..
+            new_attempt, delay, ..
         } = decision.mark
         else {
             panic!("expected a retry")
         };
         assert_eq!(new_attempt, 3);
-        let delay = (available_at - now).num_milliseconds();
-        assert!((3200..=4000).contains(&delay), "{delay}");
+        let delay_ms = delay.as_millis();
+        assert!((3200..=4000).contains(&delay_ms), "{delay_ms}");
         assert_eq!(decision.disposition, EntryDisposition::RetryScheduled);
-        assert_eq!(decision.next_attempt_at, Some(available_at));
+        assert_eq!(decision.mark.delay(), Some(delay));
     }
 
     #[test]
     fn the_last_retryable_failure_dead_letters() {
-        let decision = decide(1, 19, 20, retryable(), &settings(), Utc::now());
+        let decision = decide(1, 19, 20, retryable(), &settings());
         assert!(matches!(decision.mark, Mark::DeadLetter { .. }));
+        assert_eq!(decision.mark.delay(), None);
         assert_eq!(decision.outcome, PublishOutcome::RetryableFailure);
         assert_eq!(decision.disposition, EntryDisposition::DeadLettered);
     }
@@ -221,7 +205,7 @@ mod tests {
             message: "HTTP 404".into(),
             error_type: None,
         };
-        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        let decision = decide(1, 0, 20, attempted, &settings());
         assert!(matches!(decision.mark, Mark::DeadLetter { .. }));
         assert_eq!(decision.disposition, EntryDisposition::DeadLettered);
     }
@@ -229,10 +213,10 @@ mod tests {
     #[test]
     fn unresolvable_and_no_handler_defer_without_an_attempt() {
         for attempted in [Attempted::Unresolvable, Attempted::NoHandler] {
-            let decision = decide(1, 4, 20, attempted, &settings(), Utc::now());
+            let decision = decide(1, 4, 20, attempted, &settings());
             assert!(matches!(decision.mark, Mark::Unresolvable { .. }));
             assert_eq!(decision.disposition, EntryDisposition::Deferred);
-            assert!(decision.next_attempt_at.is_some());
+            assert_eq!(decision.mark.delay(), Some(settings().unresolvable_delay));
         }
     }
 
@@ -241,9 +225,10 @@ mod tests {
         let attempted = Attempted::HostFailed {
             message: "the publish task panicked".into(),
         };
-        let decision = decide(1, 19, 20, attempted, &settings(), Utc::now());
+        let decision = decide(1, 19, 20, attempted, &settings());
         let Mark::Retry {
             new_attempt,
+            delay,
             error_type,
             ..
         } = decision.mark
@@ -251,14 +236,19 @@ mod tests {
             panic!("expected a retry, not {:?}", decision.mark)
         };
         assert_eq!(new_attempt, 19);
-        assert_eq!(error_type.as_deref(), Some(HOST_FAILURE));
+        let delay_ms = delay.as_millis();
+        assert!((240_000..=300_000).contains(&delay_ms), "{delay_ms}");
+        assert_eq!(
+            error_type.as_deref(),
+            Some(HostErrorType::HostFailure.as_str())
+        );
         assert_eq!(decision.disposition, EntryDisposition::RetryScheduled);
     }
 
     #[test]
     fn a_timeout_is_a_retryable_failure_typed_timeout() {
         let attempted = Attempted::from_call(Err(CallError::Timeout { limit_ms: 5 }));
-        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        let decision = decide(1, 0, 20, attempted, &settings());
         assert_eq!(decision.error_type.as_deref(), Some("timeout"));
         assert_eq!(decision.outcome, PublishOutcome::RetryableFailure);
     }
@@ -269,7 +259,7 @@ mod tests {
             message: "x".into(),
             error_type: Some("t".repeat(900)),
         };
-        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        let decision = decide(1, 0, 20, attempted, &settings());
         assert_eq!(decision.error_type.unwrap().len(), MAX_ERROR_TYPE_CHARS);
     }
 
@@ -279,7 +269,7 @@ mod tests {
             message: format!("bad\0byte\r\n2024-01-01 INFO forged{}", "x".repeat(10_000)),
             error_type: Some("evil\0type\n".into()),
         };
-        let decision = decide(1, 0, 20, attempted, &settings(), Utc::now());
+        let decision = decide(1, 0, 20, attempted, &settings());
         let Mark::Retry {
             last_error,
             error_type,

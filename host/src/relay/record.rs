@@ -8,14 +8,13 @@
 
 use super::cycle::Landed;
 use super::outcome::Decision;
+use crate::error_type::HostErrorType;
 use crate::plugins::EntryDisposition;
 use crate::repository::{Claims, Mark, OutboxRepository, RepositoryError};
 use chrono::{DateTime, Utc};
 
 /// Refusals of one outcome on its own before its row is dead-lettered instead.
 const MAX_REFUSALS: u32 = 3;
-/// The error type of a row whose outcome could not be stored.
-const UNRECORDABLE: &str = "unrecordable";
 
 /// A decided outcome the database has not recorded yet.
 pub(super) struct Unrecorded {
@@ -170,9 +169,8 @@ fn dead_letter_instead(outcome: &mut Unrecorded, code: String) {
         last_error: format!(
             "the outcome of this attempt could not be stored (SQLSTATE {code}); dead-lettered instead"
         ),
-        error_type: Some(UNRECORDABLE.into()),
+        error_type: Some(HostErrorType::Unrecordable.as_str().into()),
     };
     decision.disposition = EntryDisposition::DeadLettered;
-    decision.next_attempt_at = None;
-    decision.error_type = Some(UNRECORDABLE.into());
+    decision.error_type = Some(HostErrorType::Unrecordable.as_str().into());
 }

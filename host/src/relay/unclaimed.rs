@@ -3,7 +3,7 @@
 
 use crate::destination_type;
 use crate::plugins::PluginSet;
-use crate::repository::OutboxRepository;
+use crate::repository::{OutboxRepository, OutboxState};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,10 +24,10 @@ pub(super) struct Unclaimed {
 
 impl Unclaimed {
     /// From (state, destination type, rows) counts.
-    pub fn of(counts: &[(String, String, i64)], plugins: &PluginSet) -> Self {
+    pub fn of(counts: &[(OutboxState, String, i64)], plugins: &PluginSet) -> Self {
         let mut unclaimed = Unclaimed::default();
         for (state, destination_type, rows) in counts {
-            if state != "PENDING" || plugins.handler(destination_type).is_some() {
+            if *state != OutboxState::Pending || plugins.handler(destination_type).is_some() {
                 continue;
             }
             if destination_type::validate(destination_type).is_ok() {

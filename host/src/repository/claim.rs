@@ -2,7 +2,7 @@
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::{Claims, record_marks};
-use super::{Mark, OutboxRecord, OutboxRepository, RelayCapabilities, RepositoryError, Statements};
+use super::{ClaimScopes, Mark, OutboxRecord, OutboxRepository, RepositoryError, Statements};
 use sqlx::PgConnection;
 
 /// The result of [`OutboxRepository::mark_and_claim`]: the marks' owner answers, and the claim.
@@ -15,7 +15,7 @@ pub struct MarkAndClaim {
 }
 
 impl OutboxRepository {
-    /// Claims up to `batch_size` rows this node can deliver (`capabilities`), skipping rows other
+    /// Claims up to `batch_size` rows this node can deliver (`scopes`), skipping rows other
     /// claimers hold, and returns them in id order. A scope that fails [`ClaimScope::check`] leaves
     /// out its own destination type only; a filter that can match nothing runs no statement at all.
     ///
@@ -24,9 +24,9 @@ impl OutboxRepository {
         &self,
         batch_size: u32,
         claimed_by: &str,
-        capabilities: &RelayCapabilities,
+        scopes: &ClaimScopes,
     ) -> Result<Vec<OutboxRecord>, RepositoryError> {
-        let Eligibility::Filter { sql, binds } = eligibility(capabilities, 3) else {
+        let Eligibility::Filter { sql, binds } = eligibility(scopes, 3) else {
             return Ok(Vec::new());
         };
         let mut conn = self.pool.acquire().await?;
@@ -44,9 +44,9 @@ impl OutboxRepository {
         marks: &[Mark],
         claims: Claims<'_>,
         batch_size: u32,
-        capabilities: &RelayCapabilities,
+        scopes: &ClaimScopes,
     ) -> Result<MarkAndClaim, RepositoryError> {
-        let filter = match eligibility(capabilities, 3) {
+        let filter = match eligibility(scopes, 3) {
             Eligibility::Filter { sql, binds } if batch_size > 0 => Some((sql, binds)),
             _ => None,
         };

@@ -50,11 +50,11 @@ impl ClaimScope {
 /// The scopes of every destination type with a loaded handler. A type that is absent claims nothing:
 /// absence never means "everything".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RelayCapabilities {
+pub struct ClaimScopes {
     by_type: BTreeMap<String, ClaimScope>,
 }
 
-impl RelayCapabilities {
+impl ClaimScopes {
     pub fn new() -> Self {
         Self::default()
     }
@@ -124,7 +124,7 @@ impl ClaimScopeFailure {
     ];
 
     /// A short name for metric labels and log fields.
-    pub fn label(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::SupplierFailed => "call_failed",
             Self::TimedOut => "timeout",
@@ -147,10 +147,10 @@ pub(super) enum Bind<'a> {
 /// `Destinations` a type and `destination = ANY(...)` predicate, an empty one or a scope that fails
 /// [`ClaimScope::check`] nothing; with no predicate at all the filter is `FALSE`. Every value is
 /// bound; parameters start at `first_param`.
-pub(super) fn eligibility(capabilities: &RelayCapabilities, first_param: usize) -> Eligibility<'_> {
+pub(super) fn eligibility(scopes: &ClaimScopes, first_param: usize) -> Eligibility<'_> {
     let mut predicates = Vec::new();
     let mut binds = Vec::new();
-    for (destination_type, scope) in capabilities.iter() {
+    for (destination_type, scope) in scopes.iter() {
         if scope.check().is_err() {
             continue;
         }
@@ -197,19 +197,16 @@ mod tests {
 
     #[test]
     fn no_scopes_claim_nothing() {
-        assert_eq!(
-            eligibility(&RelayCapabilities::new(), 3),
-            Eligibility::Nothing
-        );
+        assert_eq!(eligibility(&ClaimScopes::new(), 3), Eligibility::Nothing);
     }
 
     #[test]
     fn all_and_destinations_bind_every_value_from_the_first_parameter() {
-        let capabilities = RelayCapabilities::new()
+        let scopes = ClaimScopes::new()
             .with("A", ClaimScope::All)
             .with("B", targets(&["x", "y"]))
             .with("C", targets(&[]));
-        let Eligibility::Filter { sql, binds } = eligibility(&capabilities, 3) else {
+        let Eligibility::Filter { sql, binds } = eligibility(&scopes, 3) else {
             panic!("expected a filter");
         };
         assert_eq!(
@@ -222,19 +219,19 @@ mod tests {
 
     #[test]
     fn only_empty_destination_sets_claim_nothing() {
-        let capabilities = RelayCapabilities::new()
+        let scopes = ClaimScopes::new()
             .with("A", targets(&[]))
             .with("B", targets(&[]));
-        assert_eq!(eligibility(&capabilities, 3), Eligibility::Nothing);
+        assert_eq!(eligibility(&scopes, 3), Eligibility::Nothing);
     }
 
     #[test]
     fn a_refused_scope_leaves_out_only_its_own_type() {
-        let capabilities = RelayCapabilities::new()
+        let scopes = ClaimScopes::new()
             .with("A", ClaimScope::All)
             .with("B", targets(&["ok", "bad\0target"]))
             .with("C", ClaimScope::Unavailable);
-        let Eligibility::Filter { sql, binds } = eligibility(&capabilities, 3) else {
+        let Eligibility::Filter { sql, binds } = eligibility(&scopes, 3) else {
             panic!("expected a filter");
         };
         assert_eq!(sql, "(o.destination_type = $3)");

@@ -2,6 +2,7 @@
 //! can ever claim end as dead letters.
 
 use super::{OutboxRepository, RepositoryError};
+use crate::error_type::HostErrorType;
 use std::time::Duration;
 
 impl OutboxRepository {
@@ -22,14 +23,11 @@ impl OutboxRepository {
     pub async fn dead_letter_invalid_destination_types(&self) -> Result<Vec<i64>, RepositoryError> {
         Ok(sqlx::query_scalar(&self.sql.dead_letter_invalid_types)
             .bind(INVALID_DESTINATION_TYPE_ERROR)
-            .bind(INVALID_ROW)
+            .bind(HostErrorType::InvalidRow.as_str())
             .fetch_all(&self.pool)
             .await?)
     }
 }
-
-/// The `error_type` of a row the relay refused as written.
-pub const INVALID_ROW: &str = "invalid_row";
 
 const INVALID_DESTINATION_TYPE_ERROR: &str =
     "invalid destination type: must match ^[A-Za-z0-9_-]{1,32}$; no plugin can ever claim the row";

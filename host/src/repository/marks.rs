@@ -1,8 +1,9 @@
 //! Recording outcomes. Every mark is guarded by the claim owner: a node whose lease was reclaimed
 //! cannot complete a row another node now owns, and learns so from the answer. Error texts come from
-//! plugins, so they are sanitized here, on their way into SQL, whoever builds the mark.
+//! plugins, so they are sanitized here, on their way into SQL, whoever builds the mark. A mark carries
+//! delays, never times: every time written to a row is the database's (`NOW()` plus the delay).
 
-use super::{OutboxRepository, RepositoryError, Statements};
+use super::{OutboxRepository, OutboxState, RepositoryError, Statements};
 use crate::text;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -31,11 +32,11 @@ pub enum Mark {
     Published {
         id: i64,
     },
-    /// Back to PENDING with the incremented attempt, not before `available_at`.
+    /// Back to PENDING with the incremented attempt, after `delay` (database clock).
     Retry {
         id: i64,
         new_attempt: i32,
-        available_at: DateTime<Utc>,
+        delay: Duration,
         last_error: String,
         error_type: Option<String>,
     },
@@ -60,6 +61,15 @@ impl Mark {
             | Mark::Unresolvable { id, .. } => *id,
         }
     }
+
+    /// How long after the mark is recorded its row may be claimed again; `None` when the row is
+    /// done (published or dead-lettered).
+    pub fn delay(&self) -> Option<Duration> {
+        match self {
+            Mark::Retry { delay, .. } | Mark::Unresolvable { delay, .. } => Some(*delay),
+            Mark::Published { .. } | Mark::DeadLetter { .. } => None,
+        }
+    }
 }
 
 /// The batch as the statement's parallel arrays.
@@ -68,8 +78,8 @@ struct Columns {
     ids: Vec<i64>,
     states: Vec<&'static str>,
     attempts: Vec<Option<i32>>,
-    available_at: Vec<Option<DateTime<Utc>>>,
-    delays_ms: Vec<Option<i64>>,
+    /// In microseconds, the resolution of a timestamp: a delay is kept as exactly as a time was.
+    delays_us: Vec<Option<i64>>,
     records_error: Vec<bool>,
     last_errors: Vec<Option<String>>,
     error_types: Vec<Option<String>>,
@@ -77,19 +87,16 @@ struct Columns {
 
 impl Columns {
     fn push(&mut self, mark: &Mark) {
-        let (state, attempt, at, delay, error) = match mark {
-            Mark::Published { .. } => ("PUBLISHED", None, None, None, None),
+        let (state, attempt, error) = match mark {
+            Mark::Published { .. } => (OutboxState::Published, None, None),
             Mark::Retry {
                 new_attempt,
-                available_at,
                 last_error,
                 error_type,
                 ..
             } => (
-                "PENDING",
+                OutboxState::Pending,
                 Some(*new_attempt),
-                Some(*available_at),
-                None,
                 Some((last_error, error_type)),
             ),
             Mark::DeadLetter {
@@ -97,25 +104,19 @@ impl Columns {
                 error_type,
                 ..
             } => (
-                "DEAD_LETTER",
-                None,
-                None,
+                OutboxState::DeadLetter,
                 None,
                 Some((last_error, error_type)),
             ),
-            Mark::Unresolvable { delay, .. } => (
-                "PENDING",
-                None,
-                None,
-                Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
-                None,
-            ),
+            Mark::Unresolvable { .. } => (OutboxState::Pending, None, None),
         };
         self.ids.push(mark.id());
-        self.states.push(state);
+        self.states.push(state.as_str());
         self.attempts.push(attempt);
-        self.available_at.push(at);
-        self.delays_ms.push(delay);
+        self.delays_us.push(
+            mark.delay()
+                .map(|delay| i64::try_from(delay.as_micros()).unwrap_or(i64::MAX)),
+        );
         self.records_error.push(error.is_some());
         self.last_errors
             .push(error.map(|(message, _)| stored_error(message)));
@@ -173,14 +174,14 @@ impl OutboxRepository {
         id: i64,
         claimed_by: &str,
         new_attempt: i32,
-        available_at: DateTime<Utc>,
+        delay: Duration,
         last_error: &str,
         error_type: Option<&str>,
     ) -> Result<bool, RepositoryError> {
         let mark = Mark::Retry {
             id,
             new_attempt,
-            available_at,
+            delay,
             last_error: last_error.to_owned(),
             error_type: error_type.map(str::to_owned),
         };
@@ -234,8 +235,7 @@ pub(super) async fn record_marks(
         .bind(&columns.ids)
         .bind(&columns.states)
         .bind(&columns.attempts)
-        .bind(&columns.available_at)
-        .bind(&columns.delays_ms)
+        .bind(&columns.delays_us)
         .bind(&columns.records_error)
         .bind(&columns.last_errors)
         .bind(&columns.error_types)

@@ -21,20 +21,18 @@ mod sql;
 
 pub use claim::MarkAndClaim;
 pub use claim_scope::{
-    ClaimScope, ClaimScopeError, ClaimScopeFailure, MAX_TARGET_CHARS, MAX_TARGETS,
-    RelayCapabilities,
+    ClaimScope, ClaimScopeError, ClaimScopeFailure, ClaimScopes, MAX_TARGET_CHARS, MAX_TARGETS,
 };
 pub use cleanup::CleanupReport;
 pub use dead_letters::{DeadLetter, DeadLetterSelection};
 pub use doorbell::{DOORBELL_LOCK_CLASS, DoorbellLock};
 pub(crate) use insert::{insert_inbox, insert_outbox};
-pub use lease::INVALID_ROW;
 pub use maintenance_lock::MaintenanceLock;
 pub use marks::{
     Claims, MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS, Mark, stored_error, stored_error_type,
 };
 pub use notifications::CHANNEL;
-pub use record::{MAX_PAYLOAD_BYTES, OutboxRecord, OutboxState};
+pub use record::{MAX_PAYLOAD_BYTES, OutboxRecord, OutboxState, UnknownState};
 pub(crate) use sql::Statements;
 
 use crate::database::Tables;
@@ -49,6 +47,14 @@ pub enum RepositoryError {
     #[error("a batch of marks names the claims of a different number of rows")]
     MarksWithoutClaims,
 }
+
+/// The states [`OutboxRepository::count_by_state`] counts: all but PUBLISHED, whose rows only wait
+/// for retention.
+pub const COUNTED_STATES: [OutboxState; 3] = [
+    OutboxState::Pending,
+    OutboxState::Processing,
+    OutboxState::DeadLetter,
+];
 
 /// Whether the relay's own bookkeeping transactions wait for the disk at commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,8 +120,8 @@ impl OutboxRepository {
         &self.sql.tables
     }
 
-    /// Rows by (state, destination type), for the PENDING, PROCESSING and DEAD_LETTER states.
-    pub async fn count_by_state(&self) -> Result<Vec<(String, String, i64)>, RepositoryError> {
+    /// Rows by (state, destination type), for the [`COUNTED_STATES`].
+    pub async fn count_by_state(&self) -> Result<Vec<(OutboxState, String, i64)>, RepositoryError> {
         Ok(sqlx::query_as(&self.sql.count_by_state)
             .fetch_all(&self.pool)
             .await?)

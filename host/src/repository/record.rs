@@ -1,6 +1,11 @@
 //! A stored outbox row, as the relay reads it.
 
+use crate::text;
 use chrono::{DateTime, Utc};
+use sqlx::Postgres;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgTypeInfo, PgValueRef};
+use std::str::FromStr;
 use uuid::Uuid;
 
 /// Where a row stands in the relay's state machine.
@@ -20,6 +25,7 @@ impl OutboxState {
         OutboxState::DeadLetter,
     ];
 
+    /// The value of the `state` column.
     pub fn as_str(self) -> &'static str {
         match self {
             OutboxState::Pending => "PENDING",
@@ -28,12 +34,44 @@ impl OutboxState {
             OutboxState::DeadLetter => "DEAD_LETTER",
         }
     }
+}
 
-    /// Lenient: a value this version does not know reads as `None` rather than failing the batch.
-    pub fn parse(value: &str) -> Option<OutboxState> {
+/// A `state` column holding a value this version does not know (a row written with plain SQL, or by
+/// a later version). It names the value as a short token only, so a hostile one cannot forge a log
+/// line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the row state {0} is not one this version knows")]
+pub struct UnknownState(String);
+
+/// The longest state a message repeats (the column is VARCHAR(32)).
+const MAX_STATE_CHARS: usize = 32;
+
+impl FromStr for OutboxState {
+    type Err = UnknownState;
+
+    fn from_str(value: &str) -> Result<Self, UnknownState> {
         OutboxState::ALL
             .into_iter()
             .find(|state| state.as_str() == value)
+            .ok_or_else(|| UnknownState(text::token(value, MAX_STATE_CHARS).unwrap_or_default()))
+    }
+}
+
+/// Read as text, so every statement decodes a state the same way: a value this version does not know
+/// fails the read with [`UnknownState`].
+impl sqlx::Type<Postgres> for OutboxState {
+    fn type_info() -> PgTypeInfo {
+        <&str as sqlx::Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <&str as sqlx::Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Postgres> for OutboxState {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(<&str as sqlx::Decode<Postgres>>::decode(value)?.parse()?)
     }
 }
 
@@ -63,7 +101,7 @@ pub struct OutboxRecord {
     pub metadata: String,
     pub scheduled_at: Option<DateTime<Utc>>,
     pub available_at: DateTime<Utc>,
-    pub state: Option<OutboxState>,
+    pub state: OutboxState,
     pub attempt: i32,
     pub max_attempts: i32,
     pub claimed_at: Option<DateTime<Utc>>,
@@ -78,7 +116,6 @@ pub struct OutboxRecord {
 impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
     fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
         use sqlx::Row;
-        let state: String = row.try_get("state")?;
         Ok(OutboxRecord {
             id: row.try_get("id")?,
             carrier_id: row.try_get("carrier_id")?,
@@ -93,7 +130,7 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
             metadata: row.try_get("metadata")?,
             scheduled_at: row.try_get("scheduled_at")?,
             available_at: row.try_get("available_at")?,
-            state: OutboxState::parse(&state),
+            state: row.try_get("state")?,
             attempt: row.try_get("attempt")?,
             max_attempts: row.try_get("max_attempts")?,
             claimed_at: row.try_get("claimed_at")?,
@@ -104,5 +141,29 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for OutboxRecord {
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OutboxState, UnknownState};
+
+    #[test]
+    fn every_state_reads_back_from_its_column_value() {
+        for state in OutboxState::ALL {
+            assert_eq!(state.as_str().parse(), Ok(state));
+        }
+    }
+
+    #[test]
+    fn an_unknown_state_is_an_error_naming_it_as_a_short_token() {
+        assert_eq!(
+            "pending".parse::<OutboxState>(),
+            Err(UnknownState("pending".into()))
+        );
+        let hostile = format!("X\n2024-01-01 INFO forged{}", "y".repeat(100));
+        let message = hostile.parse::<OutboxState>().unwrap_err().to_string();
+        assert!(!message.contains('\n'), "{message}");
+        assert!(message.len() < 100, "{message}");
     }
 }

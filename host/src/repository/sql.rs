@@ -1,5 +1,6 @@
 //! Every statement the repository runs, built once for the configured schema.
 
+use super::COUNTED_STATES;
 use super::record::MAX_PAYLOAD_BYTES;
 use crate::database::Tables;
 
@@ -51,6 +52,9 @@ impl Statements {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
         let record_columns = record_columns();
+        let counted_states = COUNTED_STATES
+            .map(|state| format!("'{}'", state.as_str()))
+            .join(", ");
         Statements {
             insert_outbox: format!(
                 "INSERT INTO {outbox} (carrier_id, aggregate_type, aggregate_id, event_type, destination, \
@@ -84,24 +88,24 @@ impl Statements {
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
-            // Retries and dead letters record the error; dead letters count their last attempt.
+            // Retries and dead letters record the error; dead letters count their last attempt. A
+            // row due again is due its delay after the database's NOW(), as every time written is.
             mark: format!(
                 "UPDATE {outbox} AS o SET \
                    state = u.state, \
                    attempt = COALESCE(u.attempt, o.attempt) \
                              + CASE WHEN u.state = 'DEAD_LETTER' THEN 1 ELSE 0 END, \
-                   available_at = COALESCE(u.available_at, \
-                                           NOW() + u.delay_ms * INTERVAL '1 millisecond', \
+                   available_at = COALESCE(NOW() + u.delay_us * INTERVAL '1 microsecond', \
                                            o.available_at), \
                    published_at = CASE WHEN u.state = 'PUBLISHED' THEN NOW() ELSE o.published_at END, \
                    last_error = CASE WHEN u.records_error THEN u.last_error ELSE o.last_error END, \
                    error_type = CASE WHEN u.records_error THEN u.error_type ELSE o.error_type END, \
                    updated_at = NOW() \
-                 FROM UNNEST($1::bigint[], $2::text[], $3::int[], $4::timestamptz[], $5::bigint[], \
-                             $6::bool[], $7::text[], $8::text[], $10::timestamptz[]) \
-                      AS u(id, state, attempt, available_at, delay_ms, records_error, last_error, error_type, \
+                 FROM UNNEST($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bool[], \
+                             $6::text[], $7::text[], $9::timestamptz[]) \
+                      AS u(id, state, attempt, delay_us, records_error, last_error, error_type, \
                            claimed_at) \
-                 WHERE o.id = u.id AND o.claimed_by = $9 AND o.state = 'PROCESSING' \
+                 WHERE o.id = u.id AND o.claimed_by = $8 AND o.state = 'PROCESSING' \
                    AND (u.claimed_at IS NULL OR o.claimed_at = u.claimed_at) \
                  RETURNING o.id"
             ),
@@ -138,7 +142,7 @@ impl Statements {
             select_by_id: format!("SELECT {record_columns} FROM {outbox} o WHERE o.id = $1"),
             count_by_state: format!(
                 "SELECT state::text, destination_type::text, count(*) FROM {outbox} \
-                 WHERE state IN ('PENDING', 'PROCESSING', 'DEAD_LETTER') GROUP BY 1, 2"
+                 WHERE state IN ({counted_states}) GROUP BY 1, 2"
             ),
             list_dead_letters: format!(
                 "SELECT id, destination_type::text, destination::text, attempt, max_attempts, \

@@ -102,7 +102,7 @@ impl MockCall {
             MockOutcome::Published(
                 PublishResult::Retryable(failure) | PublishResult::Permanent(failure),
             ) => failure.error_type.as_deref(),
-            MockOutcome::Failed(error) => Some(error.error_type()),
+            MockOutcome::Failed(error) => Some(error.error_type().as_str()),
             _ => None,
         }
     }
