@@ -109,7 +109,7 @@ fn run_with_a_bad_value_from_the_environment_exits_2_naming_the_key() {
 #[test]
 fn config_print_shows_the_effective_configuration_with_the_password_masked() {
     let config = write_config(
-        "[database]\nurl = \"postgres://app:s3cret@db:5432/orders\"\n[relay]\nbatch_size = 200\n",
+        "[database]\nurl = \"postgres://app:s3cret@db:5432/orders\"\n[relay]\nbatch_size = 200\nmax_in_flight = 200\n",
     );
     let output = outbox_host()
         .args(["config", "print", "--config", config.to_str().unwrap()])
