@@ -5,12 +5,13 @@
 //! are often secrets, and an allow-list entry may carry credentials.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use toml::{Table, Value};
 
-use crate::plugins::capabilities::http::{HostPattern, HostPatternError};
-use crate::plugins::capabilities::kafka::{TopicPattern, TopicPatternError};
+use crate::plugins::capabilities::http::HostPattern;
+use crate::plugins::capabilities::kafka::TopicPattern;
 
 /// What one plugin may take of the host: memory and time per call, calls at once, log volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,16 +95,9 @@ pub enum ManifestError {
         min: u64,
         max: u64,
     },
-    #[error("`http.allowed_hosts[{index}]` {source}")]
-    HostPattern {
-        index: usize,
-        source: HostPatternError,
-    },
-    #[error("`kafka.topics[{index}]` {source}")]
-    TopicPattern {
-        index: usize,
-        source: TopicPatternError,
-    },
+    /// A value its capability refused: `reason` says why without quoting the value.
+    #[error("`{key}` {reason}")]
+    Invalid { key: String, reason: String },
 }
 
 impl Manifest {
@@ -139,14 +133,8 @@ impl Manifest {
         for (key, value) in entries {
             match key.as_str() {
                 "allowed_hosts" => {
-                    self.http_allowed_hosts = string_list("http.allowed_hosts", value)?
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, entry)| {
-                            HostPattern::parse(entry)
-                                .map_err(|source| ManifestError::HostPattern { index, source })
-                        })
-                        .collect::<Result<_, _>>()?;
+                    self.http_allowed_hosts =
+                        pattern_list("http.allowed_hosts", value, HostPattern::parse)?;
                 }
                 _ => return Err(ManifestError::UnknownKey(format!("http.{key}"))),
             }
@@ -158,14 +146,7 @@ impl Manifest {
         for (key, value) in entries {
             match key.as_str() {
                 "topics" => {
-                    self.kafka_topics = string_list("kafka.topics", value)?
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, entry)| {
-                            TopicPattern::parse(entry)
-                                .map_err(|source| ManifestError::TopicPattern { index, source })
-                        })
-                        .collect::<Result<_, _>>()?;
+                    self.kafka_topics = pattern_list("kafka.topics", value, TopicPattern::parse)?;
                 }
                 _ => return Err(ManifestError::UnknownKey(format!("kafka.{key}"))),
             }
@@ -222,6 +203,25 @@ impl Manifest {
     }
 }
 
+/// A list of strings, each read by `parse`; an entry it refuses is named by key and index
+/// (`http.allowed_hosts[1]`), followed by the refusal, which must not quote the entry.
+pub(crate) fn pattern_list<T, E: fmt::Display>(
+    key: &str,
+    value: &Value,
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> Result<Vec<T>, ManifestError> {
+    string_list(key, value)?
+        .into_iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            parse(entry).map_err(|reason| ManifestError::Invalid {
+                key: format!("{key}[{index}]"),
+                reason: reason.to_string(),
+            })
+        })
+        .collect()
+}
+
 fn string_list<'a>(key: &str, value: &'a Value) -> Result<Vec<&'a str>, ManifestError> {
     let Value::Array(items) = value else {
         return Err(ManifestError::WrongType {
@@ -267,6 +267,7 @@ fn line_number(text: &str, offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugins::capabilities::http::HostPatternError;
 
     #[test]
     fn an_empty_manifest_grants_nothing_and_applies_default_limits() {
@@ -399,9 +400,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             error,
-            ManifestError::HostPattern {
-                index: 1,
-                source: HostPatternError::NotAnOrigin
+            ManifestError::Invalid {
+                key: "http.allowed_hosts[1]".into(),
+                reason: HostPatternError::NotAnOrigin.to_string()
             }
         );
         assert!(
@@ -428,7 +429,7 @@ mod tests {
             assert!(
                 matches!(
                     Manifest::parse(&text),
-                    Err(ManifestError::HostPattern { index: 0, .. })
+                    Err(ManifestError::Invalid { key, .. }) if key == "http.allowed_hosts[0]"
                 ),
                 "{pattern}"
             );
@@ -440,8 +441,8 @@ mod tests {
         let error =
             Manifest::parse("[kafka]\ntopics = [\"orders\", \"s3cr3t topic\"]").unwrap_err();
         assert!(matches!(
-            error,
-            ManifestError::TopicPattern { index: 1, .. }
+            &error,
+            ManifestError::Invalid { key, .. } if key == "kafka.topics[1]"
         ));
         assert!(
             error.to_string().starts_with("`kafka.topics[1]` "),
