@@ -1,17 +1,18 @@
 //! The `<stem>.toml` manifest beside a plugin (DESIGN §5): the only source of its grants.
 //!
-//! Parsed by hand from a TOML table rather than with serde so that every message names the key (and
-//! the index of a list entry, `http.allowed_hosts[0]`) and never quotes a value: `[config]` values
-//! are often secrets, and an allow-list entry may carry credentials.
+//! Each section but `[limits]` belongs to a capability, which reads it
+//! ([`crate::plugins::capabilities`]); this module reads the limits, hands every other section to
+//! its capability and refuses a section none owns. Parsed by hand from a TOML table rather than with
+//! serde so that every message names the key (and the index of a list entry,
+//! `http.allowed_hosts[0]`) and never quotes a value: `[config]` values are often secrets, and an
+//! allow-list entry may carry credentials.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use toml::{Table, Value};
 
-use crate::plugins::capabilities::http::HostPattern;
-use crate::plugins::capabilities::kafka::TopicPattern;
+use crate::plugins::capabilities::Grants;
 
 /// What one plugin may take of the host: memory and time per call, calls at once, log volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +72,7 @@ impl Default for Limits {
 /// What a plugin is granted. The default (no manifest) grants nothing and applies default limits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Manifest {
-    pub http_allowed_hosts: Vec<HostPattern>,
-    pub kafka_topics: Vec<TopicPattern>,
-    pub config: BTreeMap<String, String>,
+    pub(crate) grants: Grants,
     pub limits: Limits,
 }
 
@@ -110,61 +109,12 @@ impl Manifest {
                 })?;
         let mut manifest = Manifest::default();
         for (section, value) in &table {
-            let read: fn(&mut Manifest, &Table) -> Result<(), ManifestError> =
-                match section.as_str() {
-                    "http" => Manifest::read_http,
-                    "kafka" => Manifest::read_kafka,
-                    "config" => Manifest::read_config,
-                    "limits" => Manifest::read_limits,
-                    _ => return Err(ManifestError::UnknownKey(section.clone())),
-                };
-            let Value::Table(entries) = value else {
-                return Err(ManifestError::WrongType {
-                    key: section.clone(),
-                    expected: "a table",
-                });
-            };
-            read(&mut manifest, entries)?;
+            match section.as_str() {
+                "limits" => manifest.read_limits(section_table(section, value)?)?,
+                _ => manifest.grants.read_section(section, value)?,
+            }
         }
         Ok(manifest)
-    }
-
-    fn read_http(&mut self, entries: &Table) -> Result<(), ManifestError> {
-        for (key, value) in entries {
-            match key.as_str() {
-                "allowed_hosts" => {
-                    self.http_allowed_hosts =
-                        pattern_list("http.allowed_hosts", value, HostPattern::parse)?;
-                }
-                _ => return Err(ManifestError::UnknownKey(format!("http.{key}"))),
-            }
-        }
-        Ok(())
-    }
-
-    fn read_kafka(&mut self, entries: &Table) -> Result<(), ManifestError> {
-        for (key, value) in entries {
-            match key.as_str() {
-                "topics" => {
-                    self.kafka_topics = pattern_list("kafka.topics", value, TopicPattern::parse)?;
-                }
-                _ => return Err(ManifestError::UnknownKey(format!("kafka.{key}"))),
-            }
-        }
-        Ok(())
-    }
-
-    fn read_config(&mut self, entries: &Table) -> Result<(), ManifestError> {
-        for (key, value) in entries {
-            let Value::String(text) = value else {
-                return Err(ManifestError::WrongType {
-                    key: format!("config.{key}"),
-                    expected: "a string",
-                });
-            };
-            self.config.insert(key.clone(), text.clone());
-        }
-        Ok(())
     }
 
     fn read_limits(&mut self, entries: &Table) -> Result<(), ManifestError> {
@@ -200,6 +150,20 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+}
+
+/// The entries of a section, which must be a table.
+pub(crate) fn section_table<'a>(
+    section: &str,
+    value: &'a Value,
+) -> Result<&'a Table, ManifestError> {
+    match value {
+        Value::Table(entries) => Ok(entries),
+        _ => Err(ManifestError::WrongType {
+            key: section.to_owned(),
+            expected: "a table",
+        }),
     }
 }
 
@@ -268,6 +232,7 @@ fn line_number(text: &str, offset: usize) -> usize {
 mod tests {
     use super::*;
     use crate::plugins::capabilities::http::HostPatternError;
+    use crate::plugins::capabilities::kafka::TopicPattern;
 
     #[test]
     fn an_empty_manifest_grants_nothing_and_applies_default_limits() {
@@ -301,16 +266,16 @@ mod tests {
             "##,
         )
         .unwrap();
-        assert_eq!(manifest.http_allowed_hosts.len(), 2);
+        assert_eq!(manifest.grants.http.len(), 2);
         assert_eq!(
-            manifest.kafka_topics,
+            manifest.grants.kafka,
             [
                 TopicPattern::Exact("orders".into()),
                 TopicPattern::Prefix("audit-".into())
             ]
         );
         assert_eq!(
-            manifest.config.get("channel").map(String::as_str),
+            manifest.grants.config.get("channel").map(String::as_str),
             Some("#ops")
         );
         assert_eq!(
