@@ -180,10 +180,14 @@ mod tests {
     #[test]
     fn each_section_has_one_owner_and_limits_is_not_a_capability() {
         let mut sections = sections();
-        assert_eq!(sections, ["http", "config", "kafka"]);
+        for owned in ["http", "config", "kafka"] {
+            assert!(sections.contains(&owned), "{owned}");
+        }
+        assert!(!sections.contains(&"limits"));
+        let count = sections.len();
         sections.sort_unstable();
         sections.dedup();
-        assert_eq!(sections.len(), 3);
+        assert_eq!(sections.len(), count, "a section with two owners");
     }
 
     #[test]
