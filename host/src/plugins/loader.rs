@@ -182,15 +182,8 @@ pub(crate) async fn load(
         .component(source.wasm.clone(), source.wasm_hash)
         .await?;
     let world = World::of(&component, engine.engine())?;
-    if world == World::PublishObserver {
-        if !manifest.http_allowed_hosts.is_empty() {
-            return Err(LoadError::CapabilityOutsideWorld { capability: "http" });
-        }
-        if !manifest.kafka_topics.is_empty() {
-            return Err(LoadError::CapabilityOutsideWorld {
-                capability: "kafka",
-            });
-        }
+    if let Some(capability) = manifest.grants.outside(world) {
+        return Err(LoadError::CapabilityOutsideWorld { capability });
     }
     let imports = component
         .component_type()

@@ -1,16 +1,18 @@
 //! The `<stem>.toml` manifest beside a plugin (DESIGN §5): the only source of its grants.
 //!
-//! Parsed by hand from a TOML table rather than with serde so that every message names the key (and
-//! the index of a list entry, `http.allowed_hosts[0]`) and never quotes a value: `[config]` values
-//! are often secrets, and an allow-list entry may carry credentials.
+//! Each section but `[limits]` belongs to a capability, which reads it
+//! ([`crate::plugins::capabilities`]); this module reads the limits, hands every other section to
+//! its capability and refuses a section none owns. Parsed by hand from a TOML table rather than with
+//! serde so that every message names the key (and the index of a list entry,
+//! `http.allowed_hosts[0]`) and never quotes a value: `[config]` values are often secrets, and an
+//! allow-list entry may carry credentials.
 
-use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use toml::{Table, Value};
 
-use crate::plugins::capabilities::http::{HostPattern, HostPatternError};
-use crate::plugins::capabilities::kafka::{TopicPattern, TopicPatternError};
+use crate::plugins::capabilities::Grants;
 
 /// What one plugin may take of the host: memory and time per call, calls at once, log volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,9 +72,7 @@ impl Default for Limits {
 /// What a plugin is granted. The default (no manifest) grants nothing and applies default limits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Manifest {
-    pub http_allowed_hosts: Vec<HostPattern>,
-    pub kafka_topics: Vec<TopicPattern>,
-    pub config: BTreeMap<String, String>,
+    pub(crate) grants: Grants,
     pub limits: Limits,
 }
 
@@ -94,16 +94,9 @@ pub enum ManifestError {
         min: u64,
         max: u64,
     },
-    #[error("`http.allowed_hosts[{index}]` {source}")]
-    HostPattern {
-        index: usize,
-        source: HostPatternError,
-    },
-    #[error("`kafka.topics[{index}]` {source}")]
-    TopicPattern {
-        index: usize,
-        source: TopicPatternError,
-    },
+    /// A value its capability refused: `reason` says why without quoting the value.
+    #[error("`{key}` {reason}")]
+    Invalid { key: String, reason: String },
 }
 
 impl Manifest {
@@ -116,74 +109,12 @@ impl Manifest {
                 })?;
         let mut manifest = Manifest::default();
         for (section, value) in &table {
-            let read: fn(&mut Manifest, &Table) -> Result<(), ManifestError> =
-                match section.as_str() {
-                    "http" => Manifest::read_http,
-                    "kafka" => Manifest::read_kafka,
-                    "config" => Manifest::read_config,
-                    "limits" => Manifest::read_limits,
-                    _ => return Err(ManifestError::UnknownKey(section.clone())),
-                };
-            let Value::Table(entries) = value else {
-                return Err(ManifestError::WrongType {
-                    key: section.clone(),
-                    expected: "a table",
-                });
-            };
-            read(&mut manifest, entries)?;
+            match section.as_str() {
+                "limits" => manifest.read_limits(section_table(section, value)?)?,
+                _ => manifest.grants.read_section(section, value)?,
+            }
         }
         Ok(manifest)
-    }
-
-    fn read_http(&mut self, entries: &Table) -> Result<(), ManifestError> {
-        for (key, value) in entries {
-            match key.as_str() {
-                "allowed_hosts" => {
-                    self.http_allowed_hosts = string_list("http.allowed_hosts", value)?
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, entry)| {
-                            HostPattern::parse(entry)
-                                .map_err(|source| ManifestError::HostPattern { index, source })
-                        })
-                        .collect::<Result<_, _>>()?;
-                }
-                _ => return Err(ManifestError::UnknownKey(format!("http.{key}"))),
-            }
-        }
-        Ok(())
-    }
-
-    fn read_kafka(&mut self, entries: &Table) -> Result<(), ManifestError> {
-        for (key, value) in entries {
-            match key.as_str() {
-                "topics" => {
-                    self.kafka_topics = string_list("kafka.topics", value)?
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, entry)| {
-                            TopicPattern::parse(entry)
-                                .map_err(|source| ManifestError::TopicPattern { index, source })
-                        })
-                        .collect::<Result<_, _>>()?;
-                }
-                _ => return Err(ManifestError::UnknownKey(format!("kafka.{key}"))),
-            }
-        }
-        Ok(())
-    }
-
-    fn read_config(&mut self, entries: &Table) -> Result<(), ManifestError> {
-        for (key, value) in entries {
-            let Value::String(text) = value else {
-                return Err(ManifestError::WrongType {
-                    key: format!("config.{key}"),
-                    expected: "a string",
-                });
-            };
-            self.config.insert(key.clone(), text.clone());
-        }
-        Ok(())
     }
 
     fn read_limits(&mut self, entries: &Table) -> Result<(), ManifestError> {
@@ -220,6 +151,39 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// The entries of a section, which must be a table.
+pub(crate) fn section_table<'a>(
+    section: &str,
+    value: &'a Value,
+) -> Result<&'a Table, ManifestError> {
+    match value {
+        Value::Table(entries) => Ok(entries),
+        _ => Err(ManifestError::WrongType {
+            key: section.to_owned(),
+            expected: "a table",
+        }),
+    }
+}
+
+/// A list of strings, each read by `parse`; an entry it refuses is named by key and index
+/// (`http.allowed_hosts[1]`), followed by the refusal, which must not quote the entry.
+pub(crate) fn pattern_list<T, E: fmt::Display>(
+    key: &str,
+    value: &Value,
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> Result<Vec<T>, ManifestError> {
+    string_list(key, value)?
+        .into_iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            parse(entry).map_err(|reason| ManifestError::Invalid {
+                key: format!("{key}[{index}]"),
+                reason: reason.to_string(),
+            })
+        })
+        .collect()
 }
 
 fn string_list<'a>(key: &str, value: &'a Value) -> Result<Vec<&'a str>, ManifestError> {
@@ -267,6 +231,8 @@ fn line_number(text: &str, offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugins::capabilities::http::HostPatternError;
+    use crate::plugins::capabilities::kafka::TopicPattern;
 
     #[test]
     fn an_empty_manifest_grants_nothing_and_applies_default_limits() {
@@ -300,16 +266,16 @@ mod tests {
             "##,
         )
         .unwrap();
-        assert_eq!(manifest.http_allowed_hosts.len(), 2);
+        assert_eq!(manifest.grants.http.len(), 2);
         assert_eq!(
-            manifest.kafka_topics,
+            manifest.grants.kafka,
             [
                 TopicPattern::Exact("orders".into()),
                 TopicPattern::Prefix("audit-".into())
             ]
         );
         assert_eq!(
-            manifest.config.get("channel").map(String::as_str),
+            manifest.grants.config.get("channel").map(String::as_str),
             Some("#ops")
         );
         assert_eq!(
@@ -399,9 +365,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             error,
-            ManifestError::HostPattern {
-                index: 1,
-                source: HostPatternError::NotAnOrigin
+            ManifestError::Invalid {
+                key: "http.allowed_hosts[1]".into(),
+                reason: HostPatternError::NotAnOrigin.to_string()
             }
         );
         assert!(
@@ -428,7 +394,7 @@ mod tests {
             assert!(
                 matches!(
                     Manifest::parse(&text),
-                    Err(ManifestError::HostPattern { index: 0, .. })
+                    Err(ManifestError::Invalid { key, .. }) if key == "http.allowed_hosts[0]"
                 ),
                 "{pattern}"
             );
@@ -440,8 +406,8 @@ mod tests {
         let error =
             Manifest::parse("[kafka]\ntopics = [\"orders\", \"s3cr3t topic\"]").unwrap_err();
         assert!(matches!(
-            error,
-            ManifestError::TopicPattern { index: 1, .. }
+            &error,
+            ManifestError::Invalid { key, .. } if key == "kafka.topics[1]"
         ));
         assert!(
             error.to_string().starts_with("`kafka.topics[1]` "),

@@ -1,5 +1,5 @@
-//! The sandbox of one plugin instance: the `Store` data holding the plugin's grants, its memory
-//! limit, and the per-call time limit.
+//! The sandbox of one plugin instance: the `Store` data holding the state of each capability (as
+//! the plugin's grants made it), its memory limit, and the per-call time limit.
 //!
 //! Time: every call arms a deadline. The engine's epoch ticks every few milliseconds; at each tick a
 //! running guest yields to the async executor (so a guest that never yields cannot stall a tokio
@@ -16,14 +16,10 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::WasiHttpCtx;
+use wasmtime_wasi::I32Exit;
 
-use crate::plugins::capabilities::config::PluginConfig;
-use crate::plugins::capabilities::http::{HttpGate, HttpSender, NetworkSender};
-use crate::plugins::capabilities::kafka::KafkaGate;
 use crate::plugins::capabilities::log::{LogSink, PluginLog};
-use crate::plugins::capabilities::wasi::sandboxed_context;
+use crate::plugins::capabilities::{self, InstanceStates, PluginStates};
 use crate::plugins::engine::{EPOCH_TICK, PluginEngine};
 use crate::plugins::error::CallError;
 use crate::plugins::manifest::{Limits, Manifest};
@@ -34,28 +30,18 @@ const FULL_SPEED_TICKS: u32 = 5;
 /// Ticks a throttled call sleeps after each tick it runs: a quarter of a core at most.
 const THROTTLED_SLEEP_TICKS: u32 = 3;
 
-/// The services a plugin's capabilities are backed by: the real host's, or the mock runner's.
-#[derive(Clone)]
+/// What plugins are backed by: the real host's services by default, or the mock runner's.
+#[derive(Clone, Default)]
 pub(crate) struct HostServices {
+    /// Where every plugin's log lines go.
     pub(crate) log: LogSink,
-    pub(crate) http: Arc<dyn HttpSender>,
-}
-
-impl Default for HostServices {
-    fn default() -> Self {
-        Self {
-            log: LogSink::Tracing,
-            http: Arc::new(NetworkSender),
-        }
-    }
+    pub(crate) capabilities: capabilities::Services,
 }
 
 /// Everything one plugin is granted, shared by all its instances.
 struct Grants {
     log: PluginLog,
-    http: HttpGate,
-    kafka: KafkaGate,
-    config: PluginConfig,
+    capabilities: PluginStates,
     limits: Limits,
 }
 
@@ -77,14 +63,8 @@ impl Sandbox {
         let limits = engine.held_to_max_call_time(name, manifest.limits);
         let log = PluginLog::new(name.into(), services.log.clone(), &limits);
         let grants = Grants {
-            http: HttpGate::new(
-                log.clone(),
-                manifest.http_allowed_hosts.clone(),
-                services.http.clone(),
-            ),
+            capabilities: PluginStates::new(&manifest.grants, &services.capabilities, &log),
             log,
-            kafka: KafkaGate::new(manifest.kafka_topics.clone()),
-            config: PluginConfig::new(manifest.config.clone()),
             limits,
         };
         Self {
@@ -101,18 +81,13 @@ impl Sandbox {
         self.grants.log.dropped()
     }
 
-    /// A store with a fresh WASI context, the plugin's grants, its memory limit and the epoch
-    /// callback that enforces the time limit.
+    /// A store with a fresh state of each capability, its memory limit and the epoch callback that
+    /// enforces the time limit.
     pub(crate) fn new_store(&self) -> Store<StoreState> {
         let grants = &self.grants;
         let state = StoreState {
-            wasi: sandboxed_context(&grants.log),
             table: ResourceTable::new(),
-            http_ctx: WasiHttpCtx::new(),
-            http: grants.http.clone(),
-            log: grants.log.clone(),
-            config: grants.config.clone(),
-            kafka: grants.kafka.clone(),
+            capabilities: grants.capabilities.instance(),
             memory: MemoryLimiter {
                 limit_bytes: grants.limits.memory_bytes(),
                 used_bytes: 0,
@@ -200,27 +175,15 @@ const TRANSFER_LIMIT_ERROR: &str = "too much data is being copied between the ho
 
 /// The data of one plugin instance's `Store`.
 pub(crate) struct StoreState {
-    wasi: WasiCtx,
+    /// The resources of every capability (WASI streams, HTTP requests), in one table because
+    /// they refer to each other.
     pub(crate) table: ResourceTable,
-    pub(crate) http_ctx: WasiHttpCtx,
-    pub(crate) http: HttpGate,
-    pub(crate) log: PluginLog,
-    pub(crate) config: PluginConfig,
-    pub(crate) kafka: KafkaGate,
+    pub(crate) capabilities: InstanceStates,
     memory: MemoryLimiter,
     deadline: Instant,
     /// Epoch ticks in which the current call was computing, for the CPU throttle.
     ticks_computed: u32,
     timed_out: bool,
-}
-
-impl WasiView for StoreState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
 }
 
 /// Counts all linear memories of one instance against the plugin's limit.

@@ -13,14 +13,85 @@ use std::sync::Arc;
 use http::Uri;
 use http::uri::Scheme;
 use http_body_util::BodyExt;
+use toml::Table;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{
-    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
+    WasiHttpView,
 };
 
 use crate::plugins::bindings::Level;
 use crate::plugins::capabilities::log::{LogSource, PluginLog};
+use crate::plugins::capabilities::{Capability, Section};
+use crate::plugins::loader::World;
+use crate::plugins::manifest::{ManifestError, pattern_list};
 use crate::plugins::sandbox::StoreState;
+
+/// `[http]`: `allowed_hosts`, the origins a handler may send requests to. Observers have no
+/// `wasi:http`.
+pub(crate) enum Http {}
+
+impl Capability for Http {
+    const SECTION: Option<Section<Vec<HostPattern>>> = Some(Section {
+        name: "http",
+        read: read_section,
+    });
+    const WORLDS: &'static [World] = &[World::DestinationHandler];
+
+    type Grant = Vec<HostPattern>;
+    type Services = HttpTransport;
+    type PluginState = HttpGate;
+    type InstanceState = HttpState;
+
+    fn plugin_state(
+        allowed: &Vec<HostPattern>,
+        transport: &HttpTransport,
+        log: &PluginLog,
+    ) -> HttpGate {
+        HttpGate::new(log.clone(), allowed.clone(), transport.0.clone())
+    }
+
+    fn instance_state(gate: &HttpGate) -> HttpState {
+        HttpState {
+            gate: gate.clone(),
+            ctx: WasiHttpCtx::new(),
+        }
+    }
+
+    fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+    }
+}
+
+fn read_section(entries: &Table) -> Result<Vec<HostPattern>, ManifestError> {
+    let mut allowed = Vec::new();
+    for (key, value) in entries {
+        match key.as_str() {
+            "allowed_hosts" => {
+                allowed = pattern_list("http.allowed_hosts", value, HostPattern::parse)?
+            }
+            _ => return Err(ManifestError::UnknownKey(format!("http.{key}"))),
+        }
+    }
+    Ok(allowed)
+}
+
+/// Where the requests a plugin is allowed to make go: the network unless the mock runner says
+/// otherwise.
+#[derive(Clone)]
+pub(crate) struct HttpTransport(pub(crate) Arc<dyn HttpSender>);
+
+impl Default for HttpTransport {
+    fn default() -> Self {
+        Self(Arc::new(NetworkSender))
+    }
+}
+
+/// The HTTP state of one instance: its gate and its `wasi:http` context.
+pub(crate) struct HttpState {
+    gate: HttpGate,
+    ctx: WasiHttpCtx,
+}
 
 /// What sending one request yields: the response, and a future that drives the connection to its end.
 pub type SendResult = Result<(http::Response<WasiBody>, IoFuture), HttpError>;
@@ -287,16 +358,13 @@ impl WasiHttpHooks for HttpGate {
 
 impl WasiHttpView for StoreState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let http = &mut self.capabilities.http;
         WasiHttpCtxView {
-            ctx: &mut self.http_ctx,
+            ctx: &mut http.ctx,
             table: &mut self.table,
-            hooks: &mut self.http,
+            hooks: &mut http.gate,
         }
     }
-}
-
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
 }
 
 #[cfg(test)]

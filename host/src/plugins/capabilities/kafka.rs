@@ -5,11 +5,57 @@
 use std::fmt;
 use std::sync::Arc;
 
+use toml::Table;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::plugins::bindings::handler::outbox::relay::kafka;
 use crate::plugins::bindings::{KafkaRecord, ProduceResult};
+use crate::plugins::capabilities::log::PluginLog;
+use crate::plugins::capabilities::{Capability, Section};
+use crate::plugins::loader::World;
+use crate::plugins::manifest::{ManifestError, pattern_list};
 use crate::plugins::sandbox::StoreState;
+
+/// `[kafka]`: `topics`, the topics a handler may produce to. Observers have no `kafka`.
+pub(crate) enum Kafka {}
+
+impl Capability for Kafka {
+    const SECTION: Option<Section<Vec<TopicPattern>>> = Some(Section {
+        name: "kafka",
+        read: read_section,
+    });
+    const WORLDS: &'static [World] = &[World::DestinationHandler];
+
+    type Grant = Vec<TopicPattern>;
+    type Services = ();
+    type PluginState = KafkaGate;
+    type InstanceState = KafkaGate;
+
+    fn plugin_state(topics: &Vec<TopicPattern>, _: &(), _: &PluginLog) -> KafkaGate {
+        KafkaGate::new(topics.clone())
+    }
+
+    fn instance_state(gate: &KafkaGate) -> KafkaGate {
+        gate.clone()
+    }
+
+    fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+        kafka::add_to_linker::<StoreState, HasSelf<KafkaGate>>(linker, |state| {
+            &mut state.capabilities.kafka
+        })
+    }
+}
+
+fn read_section(entries: &Table) -> Result<Vec<TopicPattern>, ManifestError> {
+    let mut topics = Vec::new();
+    for (key, value) in entries {
+        match key.as_str() {
+            "topics" => topics = pattern_list("kafka.topics", value, TopicPattern::parse)?,
+            _ => return Err(ManifestError::UnknownKey(format!("kafka.{key}"))),
+        }
+    }
+    Ok(topics)
+}
 
 /// Kafka's own limit on a topic name's length.
 const MAX_TOPIC_LEN: usize = 249;
@@ -94,10 +140,6 @@ impl kafka::Host for KafkaGate {
     async fn produce(&mut self, record: KafkaRecord) -> ProduceResult {
         self.answer(&record.topic)
     }
-}
-
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    kafka::add_to_linker::<StoreState, HasSelf<KafkaGate>>(linker, |state| &mut state.kafka)
 }
 
 #[cfg(test)]

@@ -9,8 +9,35 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::plugins::bindings::Level;
 use crate::plugins::bindings::handler::outbox::relay::log;
+use crate::plugins::capabilities::Capability;
 use crate::plugins::manifest::Limits;
 use crate::plugins::sandbox::StoreState;
+
+/// The `log` interface of both worlds, writing to the plugin's [`PluginLog`], which the sandbox
+/// makes for every plugin (stdout, stderr and the host's notes about the plugin go there too).
+/// Nothing to grant: every plugin may log, within its log budget (`[limits]`).
+pub(crate) enum Log {}
+
+impl Capability for Log {
+    type Grant = ();
+    type Services = ();
+    type PluginState = PluginLog;
+    type InstanceState = PluginLog;
+
+    fn plugin_state(_: &(), _: &(), log: &PluginLog) -> PluginLog {
+        log.clone()
+    }
+
+    fn instance_state(log: &PluginLog) -> PluginLog {
+        log.clone()
+    }
+
+    fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+        log::add_to_linker::<StoreState, HasSelf<PluginLog>>(linker, |state| {
+            &mut state.capabilities.log
+        })
+    }
+}
 
 /// Longest message kept from one line; a plugin cannot flood the host's log with one giant line.
 const MAX_LINE_BYTES: usize = 16 * 1024;
@@ -275,10 +302,6 @@ impl log::Host for PluginLog {
     fn log(&mut self, level: Level, message: String) {
         self.write(level, LogSource::Log, &message);
     }
-}
-
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    log::add_to_linker::<StoreState, HasSelf<PluginLog>>(linker, |state| &mut state.log)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::plugins::bindings::{EntryDisposition, Envelope, PublishCompleted, PublishOutcome};
+use crate::plugins::capabilities::http::HttpTransport;
 use crate::plugins::capabilities::log::{LogCapture, LogSink};
 use crate::plugins::engine::PluginEngine;
 use crate::plugins::error::LoadError;
@@ -48,14 +49,15 @@ impl MockRunner {
         let logs = LogCapture::default();
         let requests = RequestLog::default();
         let denied = RequestLog::default();
-        let services = HostServices {
+        let mut services = HostServices {
             log: LogSink::Capture(logs.clone()),
-            http: Arc::new(MockSender::new(
-                options.http_response,
-                requests.clone(),
-                denied.clone(),
-            )),
+            ..HostServices::default()
         };
+        services.capabilities.http = HttpTransport(Arc::new(MockSender::new(
+            options.http_response,
+            requests.clone(),
+            denied.clone(),
+        )));
         let source = PluginSource::read(wasm, options.manifest.as_deref()).await?;
         let loaded = loader::load(engine, &source, &services).await?;
         Ok(Self {
