@@ -432,12 +432,91 @@ impl std::fmt::Debug for AdminToken {
 #[serde(deny_unknown_fields, default)]
 pub struct KafkaConfig {
     pub bootstrap_servers: String,
+    /// librdkafka properties passed through as they are (`"security.protocol" = "SASL_SSL"`,
+    /// `"sasl.password" = "…"`), so TLS and SASL need no code here. Not `bootstrap.servers`,
+    /// `enable.idempotence` or `acks`: the producer is always idempotent with `acks = all`.
+    #[serde(skip_serializing_if = "KafkaClientSettings::is_empty")]
+    pub client: KafkaClientSettings,
 }
 
 impl Default for KafkaConfig {
     fn default() -> Self {
         KafkaConfig {
             bootstrap_servers: "127.0.0.1:9092".to_owned(),
+            client: KafkaClientSettings::default(),
+        }
+    }
+}
+
+/// The properties the host sets itself, which `[kafka.client]` may not.
+const KAFKA_HOST_PROPERTIES: [&str; 3] = ["bootstrap.servers", "enable.idempotence", "acks"];
+
+impl KafkaConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.bootstrap_servers.trim().is_empty() {
+            return Err(ConfigError::key(
+                "kafka.bootstrap_servers",
+                "must name at least one broker (host:port)",
+            ));
+        }
+        if let Some(key) = self
+            .client
+            .0
+            .keys()
+            .find(|key| KAFKA_HOST_PROPERTIES.contains(&key.as_str()))
+        {
+            return Err(ConfigError::key(
+                format!("kafka.client.{key}"),
+                "is set by the host: use kafka.bootstrap_servers; the producer is always \
+                 idempotent with acks = all",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `[kafka.client]`: property → value, numbers and booleans read as librdkafka's text. Its `Debug`
+/// shows the properties only, as values may be passwords.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KafkaClientSettings(BTreeMap<String, ClientValue>);
+
+impl KafkaClientSettings {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each property with its value as librdkafka reads it.
+    pub fn properties(&self) -> impl Iterator<Item = (&str, String)> {
+        self.0
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.to_string()))
+    }
+}
+
+impl std::fmt::Debug for KafkaClientSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// One `[kafka.client]` value: librdkafka takes text, TOML may give a number or a boolean.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ClientValue {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+}
+
+impl std::fmt::Display for ClientValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientValue::Text(text) => f.write_str(text),
+            ClientValue::Integer(number) => write!(f, "{number}"),
+            ClientValue::Float(number) => write!(f, "{number}"),
+            ClientValue::Boolean(flag) => write!(f, "{flag}"),
         }
     }
 }
@@ -642,6 +721,9 @@ impl Config {
             u64::from(self.cleanup.cleanup_batch_size),
         )?;
         self.admin.validate()?;
+        if let Some(kafka) = &self.kafka {
+            kafka.validate()?;
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|error| ConfigError::key("log.level", error.to_string()))?;
         Ok(())
@@ -802,7 +884,9 @@ fn mask_secrets(line: &str) -> String {
 
 fn names_a_secret(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    ["password", "secret", "token"]
+    // `key`, `jaas` and `oauthbearer` for librdkafka's `ssl.key.pem`, `sasl.jaas.config` and
+    // `sasl.oauthbearer.config`, which hold credentials under other names.
+    ["password", "secret", "token", "key", "jaas", "oauthbearer"]
         .iter()
         .any(|word| key.contains(word))
 }
@@ -1212,6 +1296,42 @@ mod tests {
             "{printed}"
         );
         assert!(!printed.contains(MARKER), "{printed}");
+    }
+
+    #[test]
+    fn kafka_client_credentials_are_masked_in_print_and_debug() {
+        let config = load(
+            &format!(
+                "[kafka]\nbootstrap_servers = \"broker:9093\"\n[kafka.client]\n\
+                 \"security.protocol\" = \"SASL_SSL\"\n\"sasl.password\" = \"{MARKER}\"\n\
+                 \"ssl.key.pem\" = \"{MARKER}\"\n\"sasl.jaas.config\" = \"{MARKER}\"\n\
+                 \"linger.ms\" = 5\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        let kafka = config.kafka.as_ref().unwrap();
+        let properties: Vec<_> = kafka.client.properties().collect();
+        assert!(properties.contains(&("linger.ms", "5".to_owned())));
+        let printed = config.to_masked_toml();
+        assert!(
+            printed.contains("\"security.protocol\" = \"SASL_SSL\""),
+            "{printed}"
+        );
+        assert!(!printed.contains(MARKER), "{printed}");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains(MARKER), "{debug}");
+    }
+
+    #[test]
+    fn kafka_client_may_not_set_what_the_host_sets() {
+        for property in ["bootstrap.servers", "enable.idempotence", "acks"] {
+            let text = format!("[kafka]\n[kafka.client]\n\"{property}\" = \"x\"\n");
+            assert_eq!(
+                key_of(load(&text, &[]).unwrap_err()),
+                format!("kafka.client.{property}")
+            );
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::config::{Config, ConfigError};
 use crate::database::{self, DatabaseError, Tables};
 use crate::maintenance::Maintenance;
 use crate::metrics::Metrics;
+use crate::plugins::capabilities::kafka::{KafkaProducer, KafkaSetupError};
 use crate::plugins::{
     EngineConfig, PluginEngine, PluginError, PluginSet, PluginWatcher, WatchSettings, watcher,
 };
@@ -33,6 +34,8 @@ pub enum StartError {
     Database(#[from] DatabaseError),
     #[error(transparent)]
     Plugins(#[from] PluginError),
+    #[error(transparent)]
+    Kafka(#[from] KafkaSetupError),
     #[error(
         "the plugins directory {} (plugins.dir) does not exist or is not a directory: create it, \
          or set plugins.dir to the directory that holds the .wasm files", dir.display()
@@ -114,10 +117,16 @@ pub async fn start(
             "no state directory (set plugins.state_dir, or HOME): every plugin is compiled when it loads"
         );
     }
+    let kafka = config
+        .kafka
+        .as_ref()
+        .map(|kafka| KafkaProducer::new(kafka, config.relay.max_call_time()))
+        .transpose()?;
     let engine = PluginEngine::new(EngineConfig {
         cache_dir,
         max_instances: config.plugins.max_instances,
         max_call_time: Some(config.relay.max_call_time()),
+        kafka,
         ..EngineConfig::default()
     })?;
     let (plugins_tx, plugins) = watch::channel(Arc::new(PluginSet::default()));

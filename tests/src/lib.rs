@@ -8,6 +8,7 @@ pub mod fault_load;
 pub mod host;
 pub mod host_process;
 pub mod http_stub;
+pub mod kafka_broker;
 pub mod latency;
 pub mod load;
 pub mod log_capture;

@@ -13,11 +13,12 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::plugins::cache::{CompileSource, ComponentCache, ContentHash};
 use crate::plugins::capabilities;
+use crate::plugins::capabilities::kafka::KafkaProducer;
 use crate::plugins::compiling::Compiling;
 use crate::plugins::error::{LoadError, PluginError};
 use crate::plugins::manifest::Limits;
 use crate::plugins::pool::PoolPolicy;
-use crate::plugins::sandbox::StoreState;
+use crate::plugins::sandbox::{HostServices, StoreState};
 
 /// How often the epoch advances: a guest that never yields gives the executor back this often, and
 /// a call ends at most this long after its deadline.
@@ -61,6 +62,9 @@ pub struct EngineConfig {
     /// The longest any plugin call may run, whatever its manifest asks: the relay's lease leaves
     /// no more (see [`crate::config::RelayConfig::max_call_time`]). `None`: the manifest decides.
     pub max_call_time: Option<Duration>,
+    /// The producer the `kafka` capability produces through; `None` denies every record as "not
+    /// configured".
+    pub kafka: Option<KafkaProducer>,
 }
 
 impl Default for EngineConfig {
@@ -71,6 +75,7 @@ impl Default for EngineConfig {
             per_component: ComponentCaps::default(),
             pool: PoolPolicy::default(),
             max_call_time: None,
+            kafka: None,
         }
     }
 }
@@ -87,6 +92,8 @@ struct Inner {
     cache: Option<ComponentCache>,
     pool: PoolPolicy,
     max_call_time: Option<Duration>,
+    /// What every plugin this engine loads for the host is backed by.
+    services: HostServices,
     compiling: Compiling,
     _ticker: EpochTicker,
 }
@@ -115,6 +122,7 @@ impl PluginEngine {
                 cache,
                 pool: config.pool,
                 max_call_time: config.max_call_time,
+                services: HostServices::with_kafka(config.kafka),
                 compiling: Compiling::default(),
                 _ticker: ticker,
             }),
@@ -131,6 +139,10 @@ impl PluginEngine {
 
     pub(crate) fn pool_policy(&self) -> PoolPolicy {
         self.inner.pool
+    }
+
+    pub(crate) fn host_services(&self) -> &HostServices {
+        &self.inner.services
     }
 
     /// `limits` with its time limit held to the engine's `max_call_time`; a plugin held to it is

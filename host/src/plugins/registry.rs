@@ -16,7 +16,6 @@ use crate::plugins::engine::PluginEngine;
 use crate::plugins::handler::{HandlerPlugin, ScopeSummary};
 use crate::plugins::loader::{self, LoadedPlugin, Plugin, PluginSource, World};
 use crate::plugins::observer::ObserverPlugin;
-use crate::plugins::sandbox::HostServices;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PluginState {
@@ -261,7 +260,7 @@ async fn load_entry(
         return entry;
     }
     let _compiling = engine.compiling().start(&file);
-    match loader::load(engine, &source, &HostServices::default()).await {
+    match loader::load(engine, &source, engine.host_services()).await {
         Ok(loaded) => {
             let status = PluginStatus {
                 file,

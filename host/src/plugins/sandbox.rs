@@ -18,6 +18,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::I32Exit;
 
+use crate::plugins::capabilities::kafka::KafkaProducer;
 use crate::plugins::capabilities::log::{LogSink, PluginLog};
 use crate::plugins::capabilities::{self, InstanceStates, PluginStates};
 use crate::plugins::engine::{EPOCH_TICK, PluginEngine};
@@ -36,6 +37,15 @@ pub(crate) struct HostServices {
     /// Where every plugin's log lines go.
     pub(crate) log: LogSink,
     pub(crate) capabilities: capabilities::Services,
+}
+
+impl HostServices {
+    /// The real host's services, with its Kafka producer if it has one.
+    pub(crate) fn with_kafka(kafka: Option<KafkaProducer>) -> Self {
+        let mut services = Self::default();
+        services.capabilities.kafka = kafka;
+        services
+    }
 }
 
 /// Everything one plugin is granted, shared by all its instances.

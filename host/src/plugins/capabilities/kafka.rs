@@ -1,13 +1,25 @@
-//! `outbox:relay/kafka`: topic grants from `kafka.topics`. No producer is wired yet, so every
-//! record is answered `denied`; the reason says whether the grant or the producer is missing, so a
-//! plugin author can tell a manifest mistake from a host that has no Kafka.
+//! `outbox:relay/kafka`: topic grants from `kafka.topics`, and the host's one Kafka producer behind
+//! them (librdkafka through `rdkafka`, configured under `[kafka]`). A record for a topic not granted
+//! is denied without touching the broker; without `[kafka]` every record is denied as "not
+//! configured", so a plugin author can tell a manifest mistake from a host that has no Kafka.
+//!
+//! A call returns when the broker's acknowledgement (or librdkafka's last word) arrives; the plugin's
+//! time limit bounds that wait, and librdkafka gives up on a record by then too. Answers never name
+//! the topic (a destination, which may be a claim-scope target) or quote the record.
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
+use rdkafka::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
 use toml::Table;
 use wasmtime::component::{HasSelf, Linker};
 
+use crate::config::KafkaConfig;
 use crate::plugins::bindings::handler::outbox::relay::kafka;
 use crate::plugins::bindings::{KafkaRecord, ProduceResult};
 use crate::plugins::capabilities::log::PluginLog;
@@ -15,6 +27,123 @@ use crate::plugins::capabilities::{Capability, Section};
 use crate::plugins::loader::World;
 use crate::plugins::manifest::{ManifestError, pattern_list};
 use crate::plugins::sandbox::StoreState;
+
+/// The host's producer, shared by every plugin (cheap to clone). Idempotent with `acks = all`, so a
+/// retry inside librdkafka never writes a record twice.
+#[derive(Clone)]
+pub struct KafkaProducer {
+    producer: FutureProducer,
+}
+
+/// Its configuration holds credentials: nothing of it is shown.
+impl fmt::Debug for KafkaProducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KafkaProducer")
+    }
+}
+
+/// `[kafka]` that librdkafka refuses. Names the property, never its value (it may be a password).
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaSetupError {
+    #[error("kafka.client.{property}: librdkafka refuses its value")]
+    Property { property: String },
+    #[error("cannot create the Kafka producer: {0}")]
+    Create(String),
+}
+
+impl KafkaProducer {
+    /// Connects in the background: a broker that is down does not hold up the start.
+    /// `max_call_time` is how long a plugin call may wait for a record's acknowledgement; librdkafka
+    /// gives up on a record no later (`message.timeout.ms`, which `[kafka.client]` may lower).
+    pub fn new(config: &KafkaConfig, max_call_time: Duration) -> Result<Self, KafkaSetupError> {
+        let mut client = ClientConfig::new();
+        let timeout_ms = max_call_time.as_millis().max(1).to_string();
+        client.set("message.timeout.ms", timeout_ms);
+        for (property, value) in config.client.properties() {
+            client.set(property, value);
+        }
+        client
+            .set("bootstrap.servers", &config.bootstrap_servers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all");
+        let producer = client.create().map_err(|error| match error {
+            KafkaError::ClientConfig(_, _, property, _) => KafkaSetupError::Property { property },
+            other => KafkaSetupError::Create(other.to_string()),
+        })?;
+        Ok(Self { producer })
+    }
+
+    async fn produce(&self, record: KafkaRecord) -> ProduceResult {
+        let headers = record.headers.iter().fold(
+            OwnedHeaders::new_with_capacity(record.headers.len()),
+            |headers, (key, value)| {
+                headers.insert(Header {
+                    key,
+                    value: Some(value),
+                })
+            },
+        );
+        let mut message = FutureRecord::<[u8], [u8]>::to(&record.topic).headers(headers);
+        if let Some(key) = &record.key {
+            message = message.key(key.as_slice());
+        }
+        if let Some(value) = &record.value {
+            message = message.payload(value.as_slice());
+        }
+        // A full queue is answered at once (retryable), never waited on: the call's time is the
+        // plugin's, and other plugins' calls must not queue behind this one.
+        match self
+            .producer
+            .send(message, Timeout::After(Duration::ZERO))
+            .await
+        {
+            Ok(_) => ProduceResult::Ok,
+            Err((error, _)) => answer_for(&error),
+        }
+    }
+}
+
+/// librdkafka retries what can pass on another try by itself until `message.timeout.ms`; what is
+/// left is either such a failure that outlasted it (retryable: the row comes back later) or one the
+/// same record meets every time (permanent).
+fn answer_for(error: &KafkaError) -> ProduceResult {
+    let message = match error.rdkafka_error_code() {
+        Some(code) => format!("kafka: {code}"),
+        None => "kafka: the producer failed".to_owned(),
+    };
+    if error.rdkafka_error_code().is_some_and(is_retriable) {
+        ProduceResult::Retryable(message)
+    } else {
+        ProduceResult::Permanent(message)
+    }
+}
+
+fn is_retriable(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode::*;
+    matches!(
+        code,
+        MessageTimedOut
+            | QueueFull
+            | AllBrokersDown
+            | BrokerTransportFailure
+            | Resolve
+            | OperationTimedOut
+            | PurgeQueue
+            | PurgeInflight
+            | UnknownTopic
+            | UnknownPartition
+            | UnknownTopicOrPartition
+            | LeaderNotAvailable
+            | NotLeaderForPartition
+            | RequestTimedOut
+            | BrokerNotAvailable
+            | ReplicaNotAvailable
+            | NetworkException
+            | NotEnoughReplicas
+            | NotEnoughReplicasAfterAppend
+            | KafkaStorageError
+    )
+}
 
 /// `[kafka]`: `topics`, the topics a handler may produce to. Observers have no `kafka`.
 pub(crate) enum Kafka {}
@@ -27,12 +156,20 @@ impl Capability for Kafka {
     const WORLDS: &'static [World] = &[World::DestinationHandler];
 
     type Grant = Vec<TopicPattern>;
-    type Services = ();
+    /// `None` without `[kafka]`.
+    type Services = Option<KafkaProducer>;
     type PluginState = KafkaGate;
     type InstanceState = KafkaGate;
 
-    fn plugin_state(topics: &Vec<TopicPattern>, _: &(), _: &PluginLog) -> KafkaGate {
-        KafkaGate::new(topics.clone())
+    fn plugin_state(
+        topics: &Vec<TopicPattern>,
+        producer: &Option<KafkaProducer>,
+        _: &PluginLog,
+    ) -> KafkaGate {
+        KafkaGate {
+            topics: topics.clone().into(),
+            producer: producer.clone(),
+        }
     }
 
     fn instance_state(gate: &KafkaGate) -> KafkaGate {
@@ -109,42 +246,49 @@ impl fmt::Display for TopicPattern {
 }
 
 /// The Kafka capability of one plugin instance.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct KafkaGate {
     topics: Arc<[TopicPattern]>,
+    producer: Option<KafkaProducer>,
 }
 
 impl KafkaGate {
-    pub fn new(topics: Vec<TopicPattern>) -> Self {
-        Self {
-            topics: topics.into(),
-        }
-    }
-
     pub fn is_granted(&self, topic: &str) -> bool {
         self.topics.iter().any(|pattern| pattern.matches(topic))
-    }
-
-    fn answer(&self, topic: &str) -> ProduceResult {
-        if self.is_granted(topic) {
-            ProduceResult::Denied("kafka is not configured on this host".to_owned())
-        } else {
-            ProduceResult::Denied(
-                "the topic is not granted to this plugin (kafka.topics)".to_owned(),
-            )
-        }
     }
 }
 
 impl kafka::Host for KafkaGate {
     async fn produce(&mut self, record: KafkaRecord) -> ProduceResult {
-        self.answer(&record.topic)
+        match (self.is_granted(&record.topic), &self.producer) {
+            (false, _) => ProduceResult::Denied(
+                "the topic is not granted to this plugin (kafka.topics)".to_owned(),
+            ),
+            (true, None) => {
+                ProduceResult::Denied("kafka is not configured on this host".to_owned())
+            }
+            (true, Some(producer)) => producer.produce(record).await,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_failures_that_may_pass_on_another_try_are_retryable() {
+        let timed_out = KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut);
+        assert!(matches!(
+            answer_for(&timed_out),
+            ProduceResult::Retryable(_)
+        ));
+        let too_large = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
+        let ProduceResult::Permanent(message) = answer_for(&too_large) else {
+            panic!("a record too large is retried")
+        };
+        assert!(message.starts_with("kafka: "), "{message}");
+    }
 
     #[test]
     fn an_exact_topic_grants_only_that_topic() {
@@ -168,19 +312,37 @@ mod tests {
         assert!(TopicPattern::parse("has space").is_err());
     }
 
-    #[test]
-    fn a_granted_topic_is_denied_for_the_missing_producer() {
-        let gate = KafkaGate::new(vec![TopicPattern::parse("orders").unwrap()]);
-        let ProduceResult::Denied(reason) = gate.answer("orders") else {
+    fn gate(topics: &[&str]) -> KafkaGate {
+        KafkaGate {
+            topics: topics
+                .iter()
+                .map(|t| TopicPattern::parse(t).unwrap())
+                .collect(),
+            producer: None,
+        }
+    }
+
+    async fn produce(gate: &mut KafkaGate, topic: &str) -> ProduceResult {
+        let record = KafkaRecord {
+            topic: topic.to_owned(),
+            key: None,
+            value: Some(b"{}".to_vec()),
+            headers: vec![],
+        };
+        kafka::Host::produce(gate, record).await
+    }
+
+    #[tokio::test]
+    async fn a_granted_topic_is_denied_for_the_missing_producer() {
+        let ProduceResult::Denied(reason) = produce(&mut gate(&["orders"]), "orders").await else {
             panic!("not denied")
         };
         assert!(reason.contains("not configured"), "{reason}");
     }
 
-    #[test]
-    fn a_topic_not_granted_is_denied_for_the_grant() {
-        let gate = KafkaGate::new(vec![]);
-        let ProduceResult::Denied(reason) = gate.answer("orders") else {
+    #[tokio::test]
+    async fn a_topic_not_granted_is_denied_for_the_grant() {
+        let ProduceResult::Denied(reason) = produce(&mut gate(&["audit-*"]), "orders").await else {
             panic!("not denied")
         };
         assert!(reason.contains("not granted"), "{reason}");
