@@ -10,7 +10,7 @@ use outbox_host::plugins::mock::{
     MockHttpResponse, MockOptions, MockOutcome, MockRunner, TestReport,
 };
 use outbox_tests::plugin_engine::test_engine;
-use outbox_tests::plugins::{HOSTILE, NOOP, SCRIPTED, STATS, WEBHOOK};
+use outbox_tests::plugins::{HOSTILE, KAFKA, NOOP, SCRIPTED, STATS, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
 
 struct Run {
@@ -55,7 +55,7 @@ async fn the_rust_api_captures_the_plugins_log_lines() {
     let manifest = dir.write("scripted.toml", b"[config]\nversion = \"7\"\n");
     let options = MockOptions {
         manifest: Some(manifest),
-        http_response: None,
+        ..MockOptions::default()
     };
     let runner = MockRunner::load(&test_engine(), SCRIPTED.as_ref(), options)
         .await
@@ -84,6 +84,7 @@ async fn the_mock_answers_allowed_requests_and_records_them() {
             status: 503,
             body: String::new(),
         }),
+        ..MockOptions::default()
     };
     let runner = MockRunner::load(&test_engine(), WEBHOOK.as_ref(), options)
         .await
@@ -110,6 +111,7 @@ async fn the_mock_enforces_the_manifest_and_lists_the_denied_request_apart() {
             status: 200,
             body: String::new(),
         }),
+        ..MockOptions::default()
     };
     let runner = MockRunner::load(&test_engine(), WEBHOOK.as_ref(), options)
         .await
@@ -222,6 +224,65 @@ async fn plugin_test_with_http_response_prints_the_recorded_request() {
         "{}",
         run.out
     );
+}
+
+/// `plugin test` on the kafka plugin granted `orders`, with the mock envelope sent to `topic`.
+async fn kafka_plugin_test(label: &str, topic: &str, extra: &[&str]) -> Run {
+    let dir = ScratchDir::new(label);
+    let manifest = dir.write("kafka.toml", b"[kafka]\ntopics = [\"orders\"]\n");
+    let envelope = dir.write(
+        "envelope.json",
+        format!(r#"{{"destination": "{topic}", "aggregate_id": "42", "headers": {{"traceparent": "t-1"}}}}"#)
+            .as_bytes(),
+    );
+    let mut args = vec![
+        "plugin",
+        "test",
+        KAFKA,
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--envelope",
+        envelope.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    outbox_host(&args).await
+}
+
+#[tokio::test]
+async fn plugin_test_records_what_the_kafka_plugin_produces_to_a_granted_topic() {
+    let run = kafka_plugin_test("cli-kafka", "orders", &[]).await;
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    assert!(
+        run.out
+            .contains("kafka records produced (answered by the mock):")
+            && run
+                .out
+                .contains("orders key=\"42\" traceparent=\"t-1\" outbox-message-id=")
+            && run.out.contains("outbox-event-type="),
+        "{}",
+        run.out
+    );
+}
+
+#[tokio::test]
+async fn plugin_test_denies_a_topic_the_manifest_does_not_grant_and_produces_nothing() {
+    let run = kafka_plugin_test("cli-kafka-denied", "payroll", &[]).await;
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    assert!(run.out.contains("not granted"), "{}", run.out);
+    assert!(!run.out.contains("kafka records produced"), "{}", run.out);
+}
+
+#[tokio::test]
+async fn plugin_test_answers_kafka_records_as_kafka_response_says() {
+    let run = kafka_plugin_test(
+        "cli-kafka-retry",
+        "orders",
+        &["--kafka-response", "retryable"],
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    assert!(run.out.contains("retryable"), "{}", run.out);
+    assert!(run.out.contains("kafka records produced"), "{}", run.out);
 }
 
 #[tokio::test]
@@ -352,7 +413,7 @@ async fn flood_report(label: &str, limits: &str, lines: u32) -> TestReport {
     let manifest = dir.write("hostile.toml", format!("[limits]\n{limits}").as_bytes());
     let options = MockOptions {
         manifest: Some(manifest),
-        http_response: None,
+        ..MockOptions::default()
     };
     let runner = MockRunner::load(&test_engine(), HOSTILE.as_ref(), options)
         .await

@@ -197,6 +197,7 @@ async fn measure(example: &Example) -> (Duration, Duration, Duration, f64) {
     let options = || MockOptions {
         manifest: Some(manifest.clone()),
         http_response: Some("200".parse().expect("a mock response")),
+        ..MockOptions::default()
     };
     let (cold, _) = timed(MockRunner::load(&engine(), &wasm, options())).await;
     let engine = engine();

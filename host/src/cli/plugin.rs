@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::config::path_is_within;
 use crate::plugins::mock::{
-    EnvelopeOverride, MockHttpResponse, MockOptions, MockRunner, envelope_json,
+    EnvelopeOverride, MockHttpResponse, MockKafkaResponse, MockOptions, MockRunner, envelope_json,
 };
 use crate::plugins::{EngineConfig, PluginEngine};
 
@@ -50,6 +50,9 @@ pub struct TestArgs {
     /// Answer every allowed HTTP request with this status (and body) instead of sending it.
     #[arg(long, value_name = "STATUS[:BODY]")]
     pub http_response: Option<MockHttpResponse>,
+    /// Answer every Kafka record to a granted topic with this failure instead of success.
+    #[arg(long, value_name = "retryable|permanent")]
+    pub kafka_response: Option<MockKafkaResponse>,
     /// How many times to publish the envelope.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
@@ -104,6 +107,7 @@ async fn test(args: TestArgs, out: &mut dyn Write) -> Result<u8, String> {
     let options = MockOptions {
         manifest: args.manifest,
         http_response: args.http_response,
+        kafka_response: args.kafka_response,
     };
     let runner = load(&args.wasm, args.cache_dir, options).await?;
     let mut envelope = runner.mock_envelope();
@@ -125,7 +129,7 @@ async fn test(args: TestArgs, out: &mut dyn Write) -> Result<u8, String> {
 async fn inspect(args: InspectArgs, out: &mut dyn Write) -> Result<u8, String> {
     let options = MockOptions {
         manifest: args.manifest,
-        http_response: None,
+        ..MockOptions::default()
     };
     let report = load(&args.wasm, args.cache_dir, options).await?.inspect();
     print(out, args.json, &report, || report.to_json())?;

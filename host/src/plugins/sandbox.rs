@@ -18,7 +18,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::I32Exit;
 
-use crate::plugins::capabilities::kafka::KafkaProducer;
+use crate::plugins::capabilities::kafka::{KafkaBackend, KafkaProducer};
 use crate::plugins::capabilities::log::{LogSink, PluginLog};
 use crate::plugins::capabilities::{self, InstanceStates, PluginStates};
 use crate::plugins::engine::{EPOCH_TICK, PluginEngine};
@@ -43,7 +43,7 @@ impl HostServices {
     /// The real host's services, with its Kafka producer if it has one.
     pub(crate) fn with_kafka(kafka: Option<KafkaProducer>) -> Self {
         let mut services = Self::default();
-        services.capabilities.kafka = kafka;
+        services.capabilities.kafka = kafka.map(KafkaBackend::Producer);
         services
     }
 }

@@ -26,6 +26,7 @@ use crate::plugins::capabilities::log::PluginLog;
 use crate::plugins::capabilities::{Capability, Section};
 use crate::plugins::loader::World;
 use crate::plugins::manifest::{ManifestError, pattern_list};
+use crate::plugins::mock::MockKafka;
 use crate::plugins::sandbox::StoreState;
 
 /// The host's producer, shared by every plugin (cheap to clone). Idempotent with `acks = all`, so a
@@ -157,18 +158,18 @@ impl Capability for Kafka {
 
     type Grant = Vec<TopicPattern>;
     /// `None` without `[kafka]`.
-    type Services = Option<KafkaProducer>;
+    type Services = Option<KafkaBackend>;
     type PluginState = KafkaGate;
     type InstanceState = KafkaGate;
 
     fn plugin_state(
         topics: &Vec<TopicPattern>,
-        producer: &Option<KafkaProducer>,
+        backend: &Option<KafkaBackend>,
         _: &PluginLog,
     ) -> KafkaGate {
         KafkaGate {
             topics: topics.clone().into(),
-            producer: producer.clone(),
+            backend: backend.clone(),
         }
     }
 
@@ -245,11 +246,18 @@ impl fmt::Display for TopicPattern {
     }
 }
 
+/// What granted records go to: the host's producer, or the mock runner's record of them.
+#[derive(Clone)]
+pub(crate) enum KafkaBackend {
+    Producer(KafkaProducer),
+    Mock(MockKafka),
+}
+
 /// The Kafka capability of one plugin instance.
 #[derive(Clone)]
 pub struct KafkaGate {
     topics: Arc<[TopicPattern]>,
-    producer: Option<KafkaProducer>,
+    backend: Option<KafkaBackend>,
 }
 
 impl KafkaGate {
@@ -260,14 +268,15 @@ impl KafkaGate {
 
 impl kafka::Host for KafkaGate {
     async fn produce(&mut self, record: KafkaRecord) -> ProduceResult {
-        match (self.is_granted(&record.topic), &self.producer) {
+        match (self.is_granted(&record.topic), &self.backend) {
             (false, _) => ProduceResult::Denied(
                 "the topic is not granted to this plugin (kafka.topics)".to_owned(),
             ),
             (true, None) => {
                 ProduceResult::Denied("kafka is not configured on this host".to_owned())
             }
-            (true, Some(producer)) => producer.produce(record).await,
+            (true, Some(KafkaBackend::Producer(producer))) => producer.produce(record).await,
+            (true, Some(KafkaBackend::Mock(mock))) => mock.produce(record),
         }
     }
 }
@@ -318,7 +327,7 @@ mod tests {
                 .iter()
                 .map(|t| TopicPattern::parse(t).unwrap())
                 .collect(),
-            producer: None,
+            backend: None,
         }
     }
 

@@ -116,7 +116,7 @@ impl<R> RequestLog<R> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn push(&self, request: R) {
+    pub(crate) fn push(&self, request: R) {
         let mut requests = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if requests.len() < MAX_RECORDED_REQUESTS {
             requests.push(request);

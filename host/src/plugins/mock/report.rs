@@ -12,6 +12,7 @@ use crate::plugins::error::CallError;
 use crate::plugins::handler::ScopeSummary;
 use crate::plugins::loader::World;
 use crate::plugins::mock::http::{DeniedRequest, RecordedRequest};
+use crate::plugins::mock::kafka::ProducedRecord;
 
 /// What `plugin inspect` prints: the claim scope as a summary, never its targets.
 #[derive(Debug, Clone)]
@@ -139,6 +140,8 @@ pub struct TestReport {
     pub requests: Vec<RecordedRequest>,
     /// Requests the allow-list refused; they never left.
     pub denied: Vec<DeniedRequest>,
+    /// Kafka records to granted topics (answered by the mock).
+    pub produced: Vec<ProducedRecord>,
     /// The envelope the calls were made with, as `--envelope` reads it (`--show-envelope`).
     pub envelope: Option<Value>,
 }
@@ -175,6 +178,12 @@ impl TestReport {
                 "method": request.method,
                 "url": request.url,
                 "reason": request.reason,
+            })).collect::<Vec<_>>(),
+            "produced": self.produced.iter().map(|record| json!({
+                "topic": record.topic,
+                "key": record.key,
+                "headers": record.headers,
+                "value_bytes": record.value_bytes,
             })).collect::<Vec<_>>(),
         })
     }
@@ -241,6 +250,12 @@ impl fmt::Display for TestReport {
             self.denied
                 .iter()
                 .try_for_each(|request| write!(f, "  {request}"))?;
+        }
+        if !self.produced.is_empty() {
+            writeln!(f, "kafka records produced (answered by the mock):")?;
+            self.produced
+                .iter()
+                .try_for_each(|record| write!(f, "  {record}"))?;
         }
         Ok(())
     }

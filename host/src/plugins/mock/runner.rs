@@ -7,6 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::plugins::bindings::{EntryDisposition, Envelope, PublishCompleted, PublishOutcome};
 use crate::plugins::capabilities::http::HttpTransport;
+use crate::plugins::capabilities::kafka::KafkaBackend;
 use crate::plugins::capabilities::log::{LogCapture, LogSink};
 use crate::plugins::engine::PluginEngine;
 use crate::plugins::error::LoadError;
@@ -16,6 +17,7 @@ use crate::plugins::mock::envelope::mock_envelope;
 use crate::plugins::mock::http::{
     DeniedRequest, MockHttpResponse, MockSender, RecordedRequest, RequestLog,
 };
+use crate::plugins::mock::kafka::{MockKafka, MockKafkaResponse, ProducedRecord};
 use crate::plugins::mock::report::{InspectReport, MockCall, MockOutcome, TestReport};
 use crate::plugins::sandbox::HostServices;
 
@@ -27,6 +29,8 @@ pub struct MockOptions {
     /// Answer every allowed HTTP request with this instead of sending it; without it, allowed
     /// requests go to the network.
     pub http_response: Option<MockHttpResponse>,
+    /// Answer every granted Kafka record with this failure instead of `ok`.
+    pub kafka_response: Option<MockKafkaResponse>,
 }
 
 /// One plugin, loaded for offline tests.
@@ -38,6 +42,7 @@ pub struct MockRunner {
     logs: LogCapture,
     requests: RequestLog<RecordedRequest>,
     denied: RequestLog<DeniedRequest>,
+    produced: RequestLog<ProducedRecord>,
 }
 
 impl MockRunner {
@@ -58,6 +63,11 @@ impl MockRunner {
             requests.clone(),
             denied.clone(),
         )));
+        let produced = RequestLog::default();
+        services.capabilities.kafka = Some(KafkaBackend::Mock(MockKafka::new(
+            options.kafka_response,
+            produced.clone(),
+        )));
         let source = PluginSource::read(wasm, options.manifest.as_deref()).await?;
         let loaded = loader::load(engine, &source, &services).await?;
         Ok(Self {
@@ -67,6 +77,7 @@ impl MockRunner {
             logs,
             requests,
             denied,
+            produced,
         })
     }
 
@@ -121,6 +132,7 @@ impl MockRunner {
             logs_not_kept: logs.not_kept,
             requests: self.requests.take(),
             denied: self.denied.take(),
+            produced: self.produced.take(),
             envelope: None,
         }
     }
