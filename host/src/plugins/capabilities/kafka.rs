@@ -60,6 +60,9 @@ impl KafkaProducer {
         let mut client = ClientConfig::new();
         let timeout_ms = max_call_time.as_millis().max(1).to_string();
         client.set("message.timeout.ms", timeout_ms);
+        // Each call waits for its record's acknowledgement, so time a record lingers for a batch is
+        // time a relay slot is held; calls in flight together still share batches.
+        client.set("linger.ms", "1");
         for (property, value) in config.client.properties() {
             client.set(property, value);
         }

@@ -1,0 +1,80 @@
+//! Outbox to Kafka end to end on this machine: the real service in-process, the `kafka` example
+//! plugin built from source producing through the host's producer to a real Kafka-protocol broker
+//! (tansu, in memory, built by `scripts/test`), beside the `noop` plugin draining the same rows in the
+//! same run. Each round drains 50,000 pre-inserted rows over 1,000 aggregates at the default
+//! settings, first to NOOP, then to KAFKA; medians are reported with their ratio (goal: KAFKA at least
+//! 0.7 of NOOP).
+//!
+//! Run: `cargo bench -p outbox-tests --bench kafka_throughput`
+
+use outbox_host::config::KafkaConfig;
+use outbox_tests::db::TestDb;
+use outbox_tests::host::{self, TestHost};
+use outbox_tests::kafka_broker::KafkaBroker;
+use outbox_tests::latency;
+use outbox_tests::plugins;
+use outbox_tests::scratch::ScratchDir;
+
+const ROWS: u64 = 50_000;
+const AGGREGATES: u32 = 1_000;
+const ROUNDS: usize = 3;
+const TOPIC: &str = "orders";
+
+#[tokio::main]
+async fn main() {
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(TOPIC, 3).await;
+    println!("end-to-end drain of {ROWS} pre-inserted rows over {AGGREGATES} aggregates, defaults");
+    let (mut noop, mut kafka) = (Vec::new(), Vec::new());
+    for round in 1..=ROUNDS {
+        noop.push(drain("NOOP", &broker).await);
+        kafka.push(drain("KAFKA", &broker).await);
+        println!(
+            "round {round}: NOOP {:>8.0} rows/s, KAFKA {:>8.0} rows/s",
+            noop[round - 1],
+            kafka[round - 1]
+        );
+    }
+    let (noop, kafka) = (median(noop), median(kafka));
+    println!(
+        "median: NOOP {noop:.0} rows/s, KAFKA {kafka:.0} rows/s, KAFKA/NOOP {:.2} (goal >= 0.70)",
+        kafka / noop
+    );
+}
+
+/// Rows/s from the first claim to the last publish (database clock) of `ROWS` rows of
+/// `destination_type`.
+async fn drain(destination_type: &str, broker: &KafkaBroker) -> f64 {
+    let db = TestDb::new().await;
+    db.execute(&format!(
+        "INSERT INTO {{outbox}} (carrier_id, aggregate_type, aggregate_id, event_type, destination, destination_type, payload) \
+         SELECT gen_random_uuid(), 'Order', 'order-' || floor(random() * {AGGREGATES})::int, 'order.updated', '{TOPIC}', \
+         '{destination_type}', '{{\"n\": 1}}' FROM generate_series(1, {ROWS})"
+    ))
+    .await;
+    db.execute("VACUUM ANALYZE {outbox}").await;
+    let dir = ScratchDir::new("bench-kafka");
+    dir.add_plugin("noop", plugins::NOOP);
+    dir.add_plugin("kafka", plugins::KAFKA);
+    dir.add_manifest("kafka", &format!("[kafka]\ntopics = [\"{TOPIC}\"]\n"));
+    let mut config = host::config(&db, dir.path());
+    config.kafka = Some(KafkaConfig {
+        bootstrap_servers: broker.bootstrap_servers(),
+        ..KafkaConfig::default()
+    });
+    let host = TestHost::start(&config).await;
+    latency::wait_until_all_published(&db).await;
+    let span: f64 = db
+        .scalar(
+            "SELECT EXTRACT(EPOCH FROM max(published_at) - min(claimed_at))::float8 FROM {outbox}",
+        )
+        .await;
+    host.stop().await;
+    db.pool.close().await;
+    ROWS as f64 / span
+}
+
+fn median(mut figures: Vec<f64>) -> f64 {
+    figures.sort_by(f64::total_cmp);
+    figures[figures.len() / 2]
+}
