@@ -201,6 +201,12 @@ fn read_section(entries: &Table) -> Result<Vec<TopicPattern>, ManifestError> {
 /// Kafka's own limit on a topic name's length.
 const MAX_TOPIC_LEN: usize = 249;
 
+/// Kafka's rule for a topic name: 1 to 249 of letters, digits, `.`, `_` and `-`.
+fn is_topic_name(name: &str) -> bool {
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    !name.is_empty() && name.len() <= MAX_TOPIC_LEN && name.chars().all(legal)
+}
+
 /// One entry of `kafka.topics`: a topic name, or `prefix*` for every topic starting with `prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopicPattern {
@@ -220,9 +226,7 @@ impl TopicPattern {
             Some(prefix) => (prefix, true),
             None => (pattern, false),
         };
-        let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-        if name.len() > MAX_TOPIC_LEN || !name.chars().all(legal) || (!is_prefix && name.is_empty())
-        {
+        if !(is_topic_name(name) || is_prefix && name.is_empty()) {
             return Err(invalid());
         }
         Ok(if is_prefix {
@@ -271,6 +275,13 @@ impl KafkaGate {
 
 impl kafka::Host for KafkaGate {
     async fn produce(&mut self, record: KafkaRecord) -> ProduceResult {
+        // A granted prefix would let a plugin append anything, NUL and control characters
+        // included: only a name Kafka accepts goes further.
+        if !is_topic_name(&record.topic) {
+            return ProduceResult::Permanent(
+                "the topic is not a valid Kafka topic name".to_owned(),
+            );
+        }
         match (self.is_granted(&record.topic), &self.backend) {
             (false, _) => ProduceResult::Denied(
                 "the topic is not granted to this plugin (kafka.topics)".to_owned(),
@@ -287,6 +298,7 @@ impl kafka::Host for KafkaGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugins::mock::RequestLog;
 
     #[test]
     fn only_failures_that_may_pass_on_another_try_are_retryable() {
@@ -350,6 +362,25 @@ mod tests {
             panic!("not denied")
         };
         assert!(reason.contains("not configured"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_hostile_topic_under_a_granted_prefix_never_reaches_the_backend() {
+        let produced = RequestLog::default();
+        let mut gate = KafkaGate {
+            topics: vec![TopicPattern::parse("orders*").unwrap()].into(),
+            backend: Some(KafkaBackend::Mock(MockKafka::new(None, produced.clone()))),
+        };
+        let long = format!("orders{}", "x".repeat(MAX_TOPIC_LEN));
+        for topic in ["orders\0secret", "orders\n", "orders x", long.as_str()] {
+            let result = produce(&mut gate, topic).await;
+            assert!(matches!(result, ProduceResult::Permanent(_)), "{topic:?}");
+        }
+        assert!(produced.take().is_empty());
+        assert!(matches!(
+            produce(&mut gate, "orders.eu").await,
+            ProduceResult::Ok
+        ));
     }
 
     #[tokio::test]

@@ -10,6 +10,8 @@ mod report;
 mod runner;
 
 pub use envelope::{EnvelopeOverride, envelope_json, mock_envelope};
+#[cfg(test)]
+pub(crate) use http::RequestLog;
 pub use http::{DeniedRequest, MockHttpResponse, RecordedRequest};
 pub(crate) use kafka::MockKafka;
 pub use kafka::{MockKafkaResponse, ProducedRecord};
