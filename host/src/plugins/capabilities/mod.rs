@@ -3,8 +3,8 @@
 //! A capability is self-contained, the shape of Spin's "factors": its module owns its manifest
 //! section (read and validated into its grant, with messages that name keys and never quote
 //! values), what the host backs it with, its state per plugin and per instance, and its linker
-//! wiring, all through one `Capability` implementation. It is registered by its `mod` line and one
-//! line in the list at the end of this file, which generates the structs the rest of the runtime holds: `Grants`
+//! wiring, all through one `Capability` implementation. It is registered by one line in the list at
+//! the end of this file, which declares its module and generates the structs the rest of the runtime holds: `Grants`
 //! in the manifest, `Services` in the host, `PluginStates` in each plugin's sandbox and
 //! `InstanceStates` in each instance's store. Those are plain structs with one field per
 //! capability, named as the module, so a host call reaches its state through a field, never a
@@ -12,12 +12,7 @@
 //!
 //! `stdio` is not a capability of its own: it is how `wasi` routes stdout and stderr to the log.
 
-pub mod config;
-pub mod http;
-pub mod kafka;
-pub mod log;
 pub mod stdio;
-pub mod wasi;
 
 use std::fmt;
 
@@ -72,10 +67,12 @@ pub(crate) struct Section<G> {
     pub(crate) read: fn(&Table) -> Result<G, ManifestError>,
 }
 
-/// Generates, from the list of capabilities, the structs with one field per capability and the
-/// functions that loop over them.
+/// Declares, from the list of capabilities, each one's module, the structs with one field per
+/// capability and the functions that loop over them.
 macro_rules! capabilities {
     ($($name:ident: $capability:ty),* $(,)?) => {
+        $(pub mod $name;)*
+
         /// What a manifest grants, per capability.
         #[derive(Debug, Clone, Default, PartialEq)]
         pub(crate) struct Grants {
@@ -163,7 +160,7 @@ macro_rules! capabilities {
     };
 }
 
-// The registered capabilities: one line each, named as the module.
+// The registered capabilities: one line each, `module: type`; the line declares the module.
 capabilities! {
     wasi: wasi::Wasi,
     http: http::Http,
