@@ -3,9 +3,9 @@
 //! A capability is self-contained, the shape of Spin's "factors": its module owns its manifest
 //! section (read and validated into its grant, with messages that name keys and never quote
 //! values), what the host backs it with, its state per plugin and per instance, and its linker
-//! wiring, all through one `Capability` implementation. It is registered by one line in the list at
-//! the end of this file, which declares its module and generates the structs the rest of the runtime holds: `Grants`
-//! in the manifest, `Services` in the host, `PluginStates` in each plugin's sandbox and
+//! wiring, all through one `Capability` implementation. It is registered by one line in the list
+//! at the end of this file, which declares its module and generates the structs the rest of the
+//! runtime holds: `Grants` in the manifest, `Services` in the host, `PluginStates` in each plugin's sandbox and
 //! `InstanceStates` in each instance's store. Those are plain structs with one field per
 //! capability, named as the module, so a host call reaches its state through a field, never a
 //! lookup. Everything a plugin is not granted is denied.
