@@ -18,12 +18,8 @@ const SETTLE: Duration = Duration::from_secs(60);
 fn kafka_dir(label: &str, topics: &[&str]) -> ScratchDir {
     let dir = ScratchDir::new(label);
     dir.add_plugin("kafka", plugins::KAFKA);
-    dir.add_manifest("kafka", &manifest(topics));
+    dir.add_manifest("kafka", &plugins::kafka_manifest(topics));
     dir
-}
-
-fn manifest(topics: &[&str]) -> String {
-    format!("[kafka]\ntopics = {topics:?}\n")
 }
 
 fn kafka_config(db: &TestDb, dir: &ScratchDir, broker: &KafkaBroker) -> Config {
@@ -226,7 +222,7 @@ async fn a_hot_reload_that_narrows_the_topics_denies_the_next_call() {
     let first = db.publish(order_event("audit", 1, 0)).await;
     db.wait_until_published(first, SETTLE).await;
 
-    dir.deploy("kafka.toml", manifest(&["orders"]).as_bytes());
+    dir.deploy("kafka.toml", plugins::kafka_manifest(&["orders"]).as_bytes());
     host.wait_for_plugins("the narrowed manifest is in use", SETTLE, |set| {
         set.handler("KAFKA")
             .is_some_and(|handler| !Arc::ptr_eq(&handler, &before))

@@ -56,7 +56,7 @@ async fn drain(destination_type: &str, broker: &KafkaBroker) -> f64 {
     let dir = ScratchDir::new("bench-kafka");
     dir.add_plugin("noop", plugins::NOOP);
     dir.add_plugin("kafka", plugins::KAFKA);
-    dir.add_manifest("kafka", &format!("[kafka]\ntopics = [\"{TOPIC}\"]\n"));
+    dir.add_manifest("kafka", &plugins::kafka_manifest(&[TOPIC]));
     let mut config = host::config(&db, dir.path());
     config.kafka = Some(KafkaConfig {
         bootstrap_servers: broker.bootstrap_servers(),
