@@ -12,6 +12,7 @@ use outbox_host::plugins::mock::{
 use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::{HOSTILE, KAFKA, NOOP, SCRIPTED, STATS, WEBHOOK};
 use outbox_tests::scratch::ScratchDir;
+use outbox_tests::webhook_receiver::new_secret;
 
 struct Run {
     code: u8,
@@ -452,4 +453,185 @@ async fn the_mock_runner_enforces_the_log_budget_as_the_host_does() {
             .iter()
             .any(|line| line.source == LogSource::Host && line.message.contains("log budget"))
     );
+}
+
+/// The webhook's mock report with `signing_secrets` set to `secrets`, answered 200.
+async fn signed_webhook_report(label: &str, secrets: &str) -> TestReport {
+    let dir = ScratchDir::new(label);
+    let manifest = dir.write(
+        "webhook.toml",
+        format!(
+            "[http]\nallowed_hosts = [\"https://hooks.example.com\"]\n\
+             [config]\nsigning_secrets = \"{secrets}\"\n"
+        )
+        .as_bytes(),
+    );
+    let options = MockOptions {
+        manifest: Some(manifest),
+        http_response: Some(MockHttpResponse {
+            status: 200,
+            body: String::new(),
+        }),
+        ..MockOptions::default()
+    };
+    let runner = MockRunner::load(&test_engine(), WEBHOOK.as_ref(), options)
+        .await
+        .unwrap();
+    let mut envelope = runner.mock_envelope();
+    envelope.destination = "https://hooks.example.com/orders".into();
+    runner.run(&envelope, 1).await
+}
+
+#[tokio::test]
+async fn plugin_test_shows_the_webhooks_signature_headers_one_signature_per_secret() {
+    let dir = ScratchDir::new("cli-signed");
+    let (old, new) = (new_secret("cli-old"), new_secret("cli-new"));
+    let manifest = dir.write(
+        "webhook.toml",
+        format!(
+            "[http]\nallowed_hosts = [\"https://hooks.example.com\"]\n\
+             [config]\nsigning_secrets = \"{old} {new}\"\n"
+        )
+        .as_bytes(),
+    );
+    let envelope = dir.write(
+        "envelope.json",
+        br#"{"destination": "https://hooks.example.com/x", "carrier_id": "01900000-0000-7000-8000-0000000000aa"}"#,
+    );
+    let before = unix_seconds();
+    let run = outbox_host(&[
+        "plugin",
+        "test",
+        WEBHOOK,
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--envelope",
+        envelope.to_str().unwrap(),
+        "--http-response",
+        "200",
+    ])
+    .await;
+    let after = unix_seconds();
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    let header = |name: &str| {
+        run.out
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(": "))
+            .unwrap_or_else(|| panic!("the report shows {name}:\n{}", run.out))
+    };
+    assert_eq!(
+        header("webhook-id"),
+        "01900000-0000-7000-8000-0000000000aa",
+        "the carrier id"
+    );
+    let timestamp: u64 = header("webhook-timestamp").parse().expect("unix seconds");
+    assert!(
+        (before..=after).contains(&timestamp),
+        "the sandbox's wall clock at send time"
+    );
+    let signatures: Vec<&str> = header("webhook-signature").split(' ').collect();
+    assert_eq!(signatures.len(), 2, "one signature per secret");
+    assert!(
+        signatures.iter().all(|signature| signature
+            .strip_prefix("v1,")
+            .is_some_and(|mac| mac.len() == 44)),
+        "v1,<base64 of 32 bytes>"
+    );
+    for secret in [&old, &new] {
+        let key = secret.strip_prefix("whsec_").unwrap();
+        assert!(
+            !run.out.contains(key) && !run.err.contains(key),
+            "the report never shows a secret"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_webhook_sends_no_signature_headers_without_signing_secrets() {
+    let dir = ScratchDir::new("mock-unsigned");
+    let manifest = dir.write(
+        "webhook.toml",
+        b"[http]\nallowed_hosts = [\"https://hooks.example.com\"]\n",
+    );
+    let options = MockOptions {
+        manifest: Some(manifest),
+        http_response: Some(MockHttpResponse {
+            status: 200,
+            body: String::new(),
+        }),
+        ..MockOptions::default()
+    };
+    let runner = MockRunner::load(&test_engine(), WEBHOOK.as_ref(), options)
+        .await
+        .unwrap();
+    let mut envelope = runner.mock_envelope();
+    envelope.destination = "https://hooks.example.com/orders".into();
+    let report = runner.run(&envelope, 1).await;
+    assert!(report.succeeded());
+    let [request] = report.requests.as_slice() else {
+        panic!("one request: {:?}", report.requests)
+    };
+    let names: Vec<&str> = request
+        .headers
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert!(names.contains(&"idempotency-key"), "{names:?}");
+    assert!(
+        !names.iter().any(|name| name.starts_with("webhook-")),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_signing_secret_fails_the_row_permanently_naming_it_by_position_only() {
+    let good = new_secret("malformed-good");
+    let good_key = good.trim_start_matches("whsec_").to_owned();
+    // Valid base64 of 12 bytes, not base64 at all, no prefix, and a key that lists nothing.
+    for (secrets, says, bad_key) in [
+        (
+            format!("{good} whsec_c2hvcnRzZWNyZXQx"),
+            "secret 2 is 12 bytes",
+            Some("c2hvcnRzZWNyZXQx"),
+        ),
+        (
+            format!("{good} whsec_not*base64*at*all"),
+            "secret 2 is not base64",
+            Some("not*base64*at*all"),
+        ),
+        (
+            format!("c2VjcmV0IHdpdGhvdXQgdGhlIHByZWZpeCAxMjM0 {good}"),
+            "secret 1 does not start with `whsec_`",
+            Some("c2VjcmV0IHdpdGhvdXQgdGhlIHByZWZpeCAxMjM0"),
+        ),
+        ("  ".to_owned(), "set but lists no secret", None),
+    ] {
+        let report = signed_webhook_report("mock-malformed", &secrets).await;
+        let call = &report.calls[0];
+        assert_eq!(
+            (call.outcome_name(), call.error_type()),
+            ("permanent", Some("config"))
+        );
+        let message = call.message().unwrap();
+        assert!(
+            bad_key.is_none_or(|key| !message.contains(key)),
+            "the message never quotes the bad secret"
+        );
+        assert!(!message.contains(&good_key), "nor a good one");
+        assert!(
+            message.contains(&format!("[config] signing_secrets: {says}")),
+            "{message}"
+        );
+        assert!(
+            report.requests.is_empty() && report.denied.is_empty(),
+            "nothing is sent unsigned"
+        );
+    }
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }

@@ -18,3 +18,4 @@ pub mod plugins;
 pub mod scratch;
 pub mod sdk_plugins;
 pub mod tcp_proxy;
+pub mod webhook_receiver;

@@ -1,10 +1,19 @@
 //! Destination type `WEBHOOK`: POSTs each row's JSON payload to the URL in its `destination`,
 //! with the row's headers and `Idempotency-Key: <carrier id>` so the receiver can drop repeats.
 //!
-//! Failure messages name the status and the host only, never the payload or a header value.
+//! With `[config] signing_secrets` set, every request is signed per the Standard Webhooks
+//! specification (see [`signing`]); a secret that cannot be used fails the row permanently rather
+//! than sending it unsigned.
+//!
+//! Failure messages name the status and the host only, never the payload, a header value or a
+//! secret.
+
+mod signing;
 
 use outbox_sdk::http::{self, Request};
 use outbox_sdk::{Envelope, Handler, PublishResult};
+
+use signing::{SECRETS_KEY, Secrets};
 
 struct Webhook;
 
@@ -14,6 +23,14 @@ impl Handler for Webhook {
     }
 
     fn publish(envelope: Envelope) -> PublishResult {
+        let secrets = match outbox_sdk::config::get(SECRETS_KEY).map(|value| Secrets::parse(&value))
+        {
+            None => None,
+            Some(Ok(secrets)) => Some(secrets),
+            Some(Err(error)) => {
+                return PublishResult::permanent(error.to_string()).with_error_type("config");
+            }
+        };
         let host = http::authority(&envelope.destination)
             .unwrap_or("the webhook")
             .to_string();
@@ -21,11 +38,23 @@ impl Handler for Webhook {
         for (name, value) in envelope.headers {
             request = request.header(name, value);
         }
-        let request = request
+        request = request
             .header("Content-Type", "application/json")
-            .header("Idempotency-Key", envelope.carrier_id)
-            .body(envelope.payload);
-        match request.send() {
+            .header("Idempotency-Key", &envelope.carrier_id);
+        // Set after the row's own headers, so a row cannot bring signature headers of its own.
+        if let Some(secrets) = secrets {
+            let Some(timestamp) = signing::unix_seconds_now() else {
+                return PublishResult::retryable("the wall clock reads before 1970")
+                    .with_error_type("clock");
+            };
+            let signature =
+                secrets.signature(&envelope.carrier_id, timestamp, envelope.payload.as_bytes());
+            request = request
+                .header("webhook-id", &envelope.carrier_id)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header("webhook-signature", signature);
+        }
+        match request.body(envelope.payload).send() {
             Ok(response) => result_of_status(response.status, &host),
             Err(error) => error.into(),
         }
