@@ -222,7 +222,10 @@ async fn a_hot_reload_that_narrows_the_topics_denies_the_next_call() {
     let first = db.publish(order_event("audit", 1, 0)).await;
     db.wait_until_published(first, SETTLE).await;
 
-    dir.deploy("kafka.toml", plugins::kafka_manifest(&["orders"]).as_bytes());
+    dir.deploy(
+        "kafka.toml",
+        plugins::kafka_manifest(&["orders"]).as_bytes(),
+    );
     host.wait_for_plugins("the narrowed manifest is in use", SETTLE, |set| {
         set.handler("KAFKA")
             .is_some_and(|handler| !Arc::ptr_eq(&handler, &before))
