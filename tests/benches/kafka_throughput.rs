@@ -9,6 +9,7 @@
 
 use outbox_host::config::KafkaConfig;
 use outbox_tests::db::TestDb;
+use outbox_tests::drain;
 use outbox_tests::host::{self, TestHost};
 use outbox_tests::kafka_broker::KafkaBroker;
 use outbox_tests::latency;
@@ -68,14 +69,10 @@ async fn drain(destination_type: &str, broker: &KafkaBroker) -> f64 {
     });
     let host = TestHost::start(&config).await;
     latency::wait_until_all_published(&db).await;
-    let span: f64 = db
-        .scalar(
-            "SELECT EXTRACT(EPOCH FROM max(published_at) - min(claimed_at))::float8 FROM {outbox}",
-        )
-        .await;
+    let rate = drain::published_rate(&db).await;
     host.stop().await;
     db.pool.close().await;
-    ROWS as f64 / span
+    rate
 }
 
 fn median(mut figures: Vec<f64>) -> f64 {

@@ -19,7 +19,6 @@ use outbox_tests::load::SteadyLoad;
 use outbox_tests::own_server::OwnServer;
 use outbox_tests::plugins;
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -93,7 +92,7 @@ async fn main() {
     );
     while started.elapsed() < Duration::from_secs(minutes * 60) {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        peak_kib = peak_kib.max(peak_resident_kib(&mut process));
+        peak_kib = peak_kib.max(process.peak_resident_kib());
         if started.elapsed() >= next_reload {
             next_reload += RELOAD_EVERY;
             reloads += 1;
@@ -129,10 +128,10 @@ async fn main() {
     let committed = load.stop().await;
     let drained = Instant::now();
     while drained.elapsed() < DRAIN && pending(&db).await > 0 {
-        peak_kib = peak_kib.max(peak_resident_kib(&mut process));
+        peak_kib = peak_kib.max(process.peak_resident_kib());
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    peak_kib = peak_kib.max(peak_resident_kib(&mut process));
+    peak_kib = peak_kib.max(process.peak_resident_kib());
     process.signal("TERM");
     let exit = process.exit_code("SIGTERM", Duration::from_secs(60)).await;
 
@@ -189,20 +188,4 @@ fn setting(name: &str, default: u64) -> u64 {
 async fn pending(db: &TestDb) -> i64 {
     db.scalar("SELECT count(*) FROM {outbox} WHERE state IN ('PENDING', 'PROCESSING')")
         .await
-}
-
-/// The host process's peak resident set (`VmHWM`) so far, in KiB; 0 once it has exited.
-fn peak_resident_kib(process: &mut HostProcess) -> u64 {
-    let Some(pid) = process.child().id() else {
-        return 0;
-    };
-    std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }

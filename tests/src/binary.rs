@@ -45,6 +45,22 @@ impl HostProcess {
         &mut self.child
     }
 
+    /// The process's peak resident set (`VmHWM`) so far, in KiB; 0 once it has exited.
+    pub fn peak_resident_kib(&mut self) -> u64 {
+        let Some(pid) = self.child.id() else {
+            return 0;
+        };
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("VmHWM:"))
+                    .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
     /// Sends `signal` (`TERM`, `KILL`, …) as `kill -<signal>` does.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.id().expect("the host has not been reaped");

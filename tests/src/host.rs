@@ -39,25 +39,32 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A configuration for a host on `db`'s schema, loading plugins from `plugins_dir`, tuned so tests
-/// see retries and polls quickly.
-pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
+/// The shipped defaults, placed only: `db`'s schema (already migrated), plugins from `plugins_dir`,
+/// the shared state directory, the admin listener on a free port. What benchmarks of the defaults run.
+pub fn defaults(db: &TestDb, plugins_dir: &Path) -> Config {
     let mut config = Config::default();
     config.database.url = Some(db.url.clone());
     config.database.schema = Some(db.schema.clone());
     config.database.migrate = false;
-    config.database.max_connections = 6;
     config.plugins.dir = plugins_dir.to_owned();
     config.plugins.state_dir = Some(state_dir());
-    config.plugins.max_instances = 64;
     config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.relay.node_id = Some(format!("{}-node", db.schema));
+    config
+}
+
+/// A configuration for a host on `db`'s schema, loading plugins from `plugins_dir`, tuned so tests
+/// see retries and polls quickly.
+pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
+    let mut config = defaults(db, plugins_dir);
+    config.database.max_connections = 6;
+    config.plugins.max_instances = 64;
     config.relay.strategy = Strategy::ListenNotify;
     config.relay.polling_interval = Duration::from_millis(200);
     config.relay.backoff_base_delay = Duration::from_millis(10);
     config.relay.backoff_max_delay = Duration::from_millis(40);
     config.relay.unresolvable_delay = Duration::from_millis(100);
     config.relay.shutdown_grace = Duration::from_secs(2);
-    config.relay.node_id = Some(format!("{}-node", db.schema));
     config
 }
 

@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod db;
+pub mod drain;
 pub mod fault_load;
 pub mod host;
 pub mod host_process;
