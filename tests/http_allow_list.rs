@@ -31,9 +31,8 @@ async fn raw_get(set: &PluginSet, url: &str) -> PublishResult {
 
 fn error_type(result: &PublishResult) -> Option<&str> {
     match result {
-        PublishResult::Permanent(failure) | PublishResult::Retryable(failure) => {
-            failure.error_type.as_deref()
-        }
+        PublishResult::Permanent(failure) => failure.error_type.as_deref(),
+        PublishResult::Retryable(failure) => failure.error_type.as_deref(),
         PublishResult::Success | PublishResult::Unresolvable(_) => None,
     }
 }

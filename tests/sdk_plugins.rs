@@ -26,6 +26,17 @@ const DELIVERY: Duration = Duration::from_secs(60);
 /// `outbox-host plugin test` on `component` with `manifest`, the mock answering every allowed
 /// request with `status`: its exit code and what it printed.
 fn plugin_test(component: &Path, manifest: &str, envelope: &str, status: u16) -> (i32, String) {
+    plugin_test_with(component, manifest, envelope, status, &[])
+}
+
+/// [`plugin_test`] with more arguments (`--http-header`, say).
+fn plugin_test_with(
+    component: &Path,
+    manifest: &str,
+    envelope: &str,
+    status: u16,
+    more: &[&str],
+) -> (i32, String) {
     let dir = ScratchDir::new("sdk-plugin-test");
     let manifest_path = dir.write("plugin.toml", manifest.as_bytes());
     let envelope_path = dir.write("envelope.json", envelope.as_bytes());
@@ -37,6 +48,7 @@ fn plugin_test(component: &Path, manifest: &str, envelope: &str, status: u16) ->
         .arg("--envelope")
         .arg(&envelope_path)
         .args(["--http-response", &status.to_string()])
+        .args(more)
         .arg("--cache-dir")
         .arg(cli_cache())
         .output()
@@ -55,7 +67,8 @@ fn cli_cache() -> PathBuf {
     host::state_dir().join("cache")
 }
 
-/// Checks the four outcomes every HTTP example must give under `plugin test`.
+/// Checks the four outcomes every HTTP example must give under `plugin test`, and that a 429 or 503
+/// with a readable `Retry-After` asks for that delay.
 fn assert_outcomes(plugin: SdkPlugin, granted: &str, denied: &str, envelope: &str) {
     let Some(component) = plugin.component() else {
         return;
@@ -72,6 +85,31 @@ fn assert_outcomes(plugin: SdkPlugin, granted: &str, denied: &str, envelope: &st
             )),
             "{text}"
         );
+    }
+    for (status, retry_after, shown) in [
+        (429, "2", Some("asks to retry after 2000 ms")),
+        (
+            503,
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            Some("asks to retry after 0 ms"),
+        ),
+        (503, "soon", None),
+        (500, "2", None),
+    ] {
+        let header = format!("Retry-After: {retry_after}");
+        let (code, text) = plugin_test_with(
+            &component,
+            granted,
+            envelope,
+            status,
+            &["--http-header", &header],
+        );
+        assert_eq!(code, 1, "{text}");
+        assert!(text.contains("retryable [http-status]"), "{text}");
+        match shown {
+            Some(shown) => assert!(text.contains(shown), "{status} {header}: {text}"),
+            None => assert!(!text.contains("retry after"), "{status} {header}: {text}"),
+        }
     }
     let (code, text) = plugin_test(&component, granted, envelope, 404);
     assert_eq!(code, 1, "{text}");

@@ -1,12 +1,12 @@
 """Destination type `CHAT`: posts each row to a Slack-style chat webhook (the row's `destination`
 is the webhook URL), as a message shaped by the event type.
 
-408, 429 and 5xx answers are retried; any other 4xx fails permanently (the message would be
-refused again). Failure messages name the status and the host, never the payload.
+408, 429 and 5xx answers are retried (a 429 or 503 after the delay its `Retry-After` asks for); any
+other 4xx fails permanently (the message would be refused again). Failure messages name the status and the host, never the payload.
 """
 
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import outbox_sdk as sdk
 from outbox_sdk import http
@@ -50,12 +50,15 @@ def message(envelope: sdk.Envelope) -> Dict[str, Any]:
     return body
 
 
-def result_of_status(status: int, host: str) -> sdk.Result:
+def result_of_status(status: int, host: str, retry_after: Optional[float] = None) -> sdk.Result:
     """408 and 429 ask the client to come back later and a 5xx may pass on another try; any other
-    status fails the same way every time (a 3xx too, since redirects are not followed)."""
+    status fails the same way every time (a 3xx too, since redirects are not followed). A 429 or
+    503 may say when to come back (`Retry-After`)."""
     if 200 <= status < 300:
         return sdk.success()
     text = f"{host} answered HTTP {status}"
+    if status in (429, 503) and retry_after is not None:
+        return sdk.retry(text, "http-status", retry_after=retry_after)
     if status in (408, 429) or 500 <= status <= 599:
         return sdk.retry(text, "http-status")
     return sdk.fail(text, "http-status")
@@ -75,4 +78,4 @@ class Handler(sdk.DestinationHandler):
             },
             timeout=float(sdk.config("timeout_seconds", "10")),
         )
-        return result_of_status(response.status, host)
+        return result_of_status(response.status, host, response.retry_after)

@@ -3,7 +3,8 @@
 // id as the `Idempotency-Key` header so the receiver can drop repeats.
 //
 // A row whose event type has no route fails permanently (the manifest must change first); 408, 429
-// and 5xx answers are retried, any other non-2xx fails permanently. Failure messages name the
+// and 5xx answers are retried (a 429 or 503 after the delay its `Retry-After` asks for), any other
+// non-2xx fails permanently. Failure messages name the
 // status and the host, never the payload.
 
 import { defineHandler, config, success, retry, fail } from 'outbox-sdk';
@@ -30,6 +31,9 @@ export const handler = defineHandler({
     });
     if (response.ok) return success();
     const message = `${host} answered HTTP ${response.status}`;
+    if ((response.status === 429 || response.status === 503) && response.retryAfter !== undefined) {
+      return retry(message, 'http-status', response.retryAfter);
+    }
     if (response.status === 408 || response.status === 429 || response.status >= 500) {
       return retry(message, 'http-status');
     }

@@ -40,6 +40,8 @@ struct Record {
     arrived: AtomicU64,
     /// Answers for the next requests, in order of arrival, before `status` and `delay_ms` apply.
     script: Mutex<std::collections::VecDeque<(u16, Duration)>>,
+    /// Added to every answer.
+    headers: Mutex<Vec<(String, String)>>,
     connections: AtomicUsize,
     requests: Mutex<Vec<StubRequest>>,
 }
@@ -109,6 +111,15 @@ impl StubServer {
         self.record.fail_every.store(n, Ordering::SeqCst);
     }
 
+    /// Adds a header to every answer from now on (`Retry-After: 2`, say).
+    pub fn add_header(&self, name: &str, value: &str) {
+        self.record
+            .headers
+            .lock()
+            .expect("no panic while adding a header")
+            .push((name.to_owned(), value.to_owned()));
+    }
+
     pub fn set_status(&self, status: u16) {
         self.record.status.store(status, Ordering::SeqCst);
     }
@@ -161,8 +172,16 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let response =
-        format!("HTTP/1.1 {status} Stub\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let headers: String = record
+        .headers
+        .lock()
+        .expect("no panic while adding a header")
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    let response = format!(
+        "HTTP/1.1 {status} Stub\r\n{headers}content-length: 0\r\nconnection: close\r\n\r\n"
+    );
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.shutdown().await;
 }

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::config::path_is_within;
 use crate::plugins::mock::{
-    EnvelopeOverride, MockHttpResponse, MockKafkaResponse, MockOptions, MockRunner, envelope_json,
+    EnvelopeOverride, MockHttpHeader, MockHttpResponse, MockKafkaResponse, MockOptions, MockRunner,
+    envelope_json,
 };
 use crate::plugins::{EngineConfig, PluginEngine};
 
@@ -50,6 +51,9 @@ pub struct TestArgs {
     /// Answer every allowed HTTP request with this status (and body) instead of sending it.
     #[arg(long, value_name = "STATUS[:BODY]")]
     pub http_response: Option<MockHttpResponse>,
+    /// A header of that answer, e.g. `Retry-After: 2`; repeat for more.
+    #[arg(long, value_name = "NAME: VALUE", requires = "http_response")]
+    pub http_header: Vec<MockHttpHeader>,
     /// Answer every Kafka record to a granted topic with this failure instead of success.
     #[arg(long, value_name = "retryable|permanent")]
     pub kafka_response: Option<MockKafkaResponse>,
@@ -107,6 +111,7 @@ async fn test(args: TestArgs, out: &mut dyn Write) -> Result<u8, String> {
     let options = MockOptions {
         manifest: args.manifest,
         http_response: args.http_response,
+        http_headers: args.http_header,
         kafka_response: args.kafka_response,
     };
     let runner = load(&args.wasm, args.cache_dir, options).await?;

@@ -40,7 +40,8 @@ pub mod observer {
 pub use handler::outbox::relay::kafka::{KafkaRecord, ProduceResult};
 pub use handler::outbox::relay::log::Level;
 pub use handler::outbox::relay::types::{
-    EntryDisposition, Envelope, Failure, PublishCompleted, PublishOutcome, PublishResult, Scope,
+    EntryDisposition, Envelope, Failure, PublishCompleted, PublishOutcome, PublishResult,
+    RetryableFailure, Scope,
 };
 pub use handler::{DestinationHandler, DestinationHandlerPre};
 pub use observer::{PublishObserver, PublishObserverPre};

@@ -37,6 +37,14 @@ pub enum LoadError {
         crate::plugins::World::OBSERVER_EXPORT
     )]
     UnknownWorld,
+    /// Built against another version of the WIT package: its types may differ, so it is not run.
+    #[error(
+        "was built for outbox:relay@{found}, and this host runs outbox:relay@{}: rebuild it \
+         with outbox:relay@{} (this host's wit/ and sdk/)",
+        crate::plugins::loader::WIT_VERSION,
+        crate::plugins::loader::WIT_VERSION
+    )]
+    WitVersion { found: String },
     #[error(
         "exports both `{}` and `{}`; a component implements one world",
         crate::plugins::World::HANDLER_EXPORT,

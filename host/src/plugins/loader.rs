@@ -29,9 +29,12 @@ pub enum World {
     PublishObserver,
 }
 
+/// The version of the `outbox:relay` WIT package (`wit/relay.wit`) this host implements.
+pub const WIT_VERSION: &str = "0.2.0";
+
 impl World {
-    pub const HANDLER_EXPORT: &'static str = "outbox:relay/handler@0.1.0";
-    pub const OBSERVER_EXPORT: &'static str = "outbox:relay/observer@0.1.0";
+    pub const HANDLER_EXPORT: &'static str = "outbox:relay/handler@0.2.0";
+    pub const OBSERVER_EXPORT: &'static str = "outbox:relay/observer@0.2.0";
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -50,9 +53,37 @@ impl World {
             (true, false) => Ok(Self::DestinationHandler),
             (false, true) => Ok(Self::PublishObserver),
             (true, true) => Err(LoadError::TwoWorlds),
-            (false, false) => Err(LoadError::UnknownWorld),
+            (false, false) => Err(match other_version(component, engine) {
+                Some(found) => LoadError::WitVersion { found },
+                None => LoadError::UnknownWorld,
+            }),
         }
     }
+}
+
+/// The version of `outbox:relay` a component that exports another version's `handler` or
+/// `observer` was built for. A component's export names are its author's: the version is shown
+/// only when it is short and made of the characters a version has.
+fn other_version(component: &Component, engine: &wasmtime::Engine) -> Option<String> {
+    component
+        .component_type()
+        .exports(engine)
+        .find_map(|(name, _)| {
+            ["outbox:relay/handler@", "outbox:relay/observer@"]
+                .iter()
+                .find_map(|prefix| name.strip_prefix(prefix))
+        })
+        .map(|version| {
+            let plain = version.len() <= 32
+                && version
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
+            if plain {
+                version.to_owned()
+            } else {
+                "(unreadable)".to_owned()
+            }
+        })
 }
 
 impl fmt::Display for World {
@@ -232,4 +263,20 @@ pub(crate) async fn load(
 
 fn call_error(function: &'static str) -> impl Fn(CallError) -> LoadError {
     move |source| LoadError::Call { function, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WIT_VERSION, World};
+
+    #[test]
+    fn the_host_implements_the_version_of_the_wit_it_ships() {
+        let wit = include_str!("../../../wit/relay.wit");
+        assert!(
+            wit.starts_with(&format!("package outbox:relay@{WIT_VERSION};")),
+            "wit/relay.wit declares another version than WIT_VERSION"
+        );
+        assert!(World::HANDLER_EXPORT.ends_with(&format!("@{WIT_VERSION}")));
+        assert!(World::OBSERVER_EXPORT.ends_with(&format!("@{WIT_VERSION}")));
+    }
 }

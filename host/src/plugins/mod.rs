@@ -33,7 +33,7 @@ pub mod watcher;
 
 pub use bindings::{
     EntryDisposition, Envelope, Failure, KafkaRecord, Level, ProduceResult, PublishCompleted,
-    PublishOutcome, PublishResult, Scope,
+    PublishOutcome, PublishResult, RetryableFailure, Scope,
 };
 pub use cache::{CompileSource, ContentHash};
 pub use compiling::Compiling;

@@ -23,6 +23,14 @@ impl Backoff {
             .min(self.max);
         full.mul_f64(1.0 - fastrand::f64() * 0.2)
     }
+
+    /// The delay after attempt number `attempt` failed when the destination asked to be left
+    /// alone for `asked` (a plugin's `retry-after-ms`): at least that long and at least the
+    /// backoff, but never past the maximum, so a plugin can neither retry sooner than the backoff
+    /// nor park a row for longer than the operator allows.
+    pub fn delay_at_least(&self, attempt: u32, asked: Duration) -> Duration {
+        self.delay(attempt).max(asked.min(self.max))
+    }
 }
 
 #[cfg(test)]
@@ -48,5 +56,37 @@ mod tests {
         let backoff = Backoff::new(Duration::from_millis(1000), Duration::from_secs(300));
         assert!(within(backoff.delay(9), 300_000));
         assert!(within(backoff.delay(u32::MAX), 300_000));
+    }
+
+    #[test]
+    fn an_asked_delay_is_waited_in_full_without_jitter() {
+        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(60));
+        for _ in 0..50 {
+            assert_eq!(
+                backoff.delay_at_least(0, Duration::from_secs(2)),
+                Duration::from_secs(2)
+            );
+        }
+    }
+
+    #[test]
+    fn an_asked_delay_shorter_than_the_backoff_does_not_shorten_it() {
+        let backoff = Backoff::new(Duration::from_millis(1000), Duration::from_secs(300));
+        assert!(within(backoff.delay_at_least(3, Duration::ZERO), 8_000));
+        assert!(within(
+            backoff.delay_at_least(3, Duration::from_millis(1)),
+            8_000
+        ));
+    }
+
+    #[test]
+    fn an_asked_delay_never_passes_the_maximum() {
+        let backoff = Backoff::new(Duration::from_millis(1000), Duration::from_secs(300));
+        let longest = Duration::from_millis(u64::MAX);
+        assert_eq!(backoff.delay_at_least(0, longest), Duration::from_secs(300));
+        assert_eq!(
+            backoff.delay_at_least(u32::MAX, longest),
+            Duration::from_secs(300)
+        );
     }
 }

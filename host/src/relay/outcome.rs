@@ -1,5 +1,7 @@
 //! What one publish attempt means for its row (seed 000 relay cycle, steps 4–8).
 
+use std::time::Duration;
+
 use super::RelaySettings;
 use crate::error_type::HostErrorType;
 use crate::plugins::{CallError, EntryDisposition, PublishOutcome, PublishResult};
@@ -12,6 +14,8 @@ pub(super) enum Attempted {
     Retryable {
         message: String,
         error_type: Option<String>,
+        /// The plugin's `retry-after-ms`, as it gave it: a wish, honoured within the backoff.
+        retry_after: Option<Duration>,
     },
     Permanent {
         message: String,
@@ -35,6 +39,7 @@ impl Attempted {
             Ok(PublishResult::Retryable(failure)) => Attempted::Retryable {
                 message: failure.message,
                 error_type: failure.error_type,
+                retry_after: failure.retry_after_ms.map(Duration::from_millis),
             },
             Ok(PublishResult::Permanent(failure)) => Attempted::Permanent {
                 message: failure.message,
@@ -44,6 +49,7 @@ impl Attempted {
             Err(error) => Attempted::Retryable {
                 message: error.to_string(),
                 error_type: Some(error.error_type().as_str().to_owned()),
+                retry_after: None,
             },
         }
     }
@@ -59,8 +65,9 @@ pub(super) struct Decision {
     pub error_type: Option<String>,
 }
 
-/// Success → published; retryable → retry with backoff, or dead letter once the incremented attempt
-/// reaches `max_attempts`; permanent → dead letter; unresolvable or no handler → deferred, attempt
+/// Success → published; retryable → retry with backoff (at least the plugin's `retry-after-ms`, never
+/// past the backoff maximum), or dead letter once the incremented attempt reaches `max_attempts`,
+/// whether or not it asked for a delay; permanent → dead letter; unresolvable or no handler → deferred, attempt
 /// unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
 /// letter. A plugin's message and error type are hostile input: they are decided in the form they
 /// are stored in (sanitized, cut), which is also what observers see.
@@ -81,6 +88,7 @@ pub(super) fn decide(
         Attempted::Retryable {
             message,
             error_type,
+            retry_after,
         } => {
             let error_type = error_type.as_deref().and_then(stored_error_type);
             let last_error = stored_error(&message);
@@ -101,7 +109,10 @@ pub(super) fn decide(
                 mark: Mark::Retry {
                     id,
                     new_attempt: i32::try_from(new_attempt).unwrap_or(i32::MAX),
-                    delay: settings.backoff.delay(attempt),
+                    delay: match retry_after {
+                        Some(asked) => settings.backoff.delay_at_least(attempt, asked),
+                        None => settings.backoff.delay(attempt),
+                    },
                     last_error,
                     error_type: error_type.clone(),
                 },
@@ -164,6 +175,26 @@ mod tests {
         Attempted::Retryable {
             message: "HTTP 503".into(),
             error_type: Some("http_5xx".into()),
+            retry_after: None,
+        }
+    }
+
+    fn retryable_after(ms: u64) -> Attempted {
+        Attempted::from_call(Ok(PublishResult::Retryable(
+            crate::plugins::bindings::RetryableFailure {
+                message: "HTTP 429".into(),
+                error_type: Some("http-status".into()),
+                retry_after_ms: Some(ms),
+            },
+        )))
+    }
+
+    fn retry_of(decision: Decision) -> (i32, Duration) {
+        match decision.mark {
+            Mark::Retry {
+                new_attempt, delay, ..
+            } => (new_attempt, delay),
+            other => panic!("expected a retry, not {other:?}"),
         }
     }
 
@@ -188,6 +219,38 @@ mod tests {
         assert!((3200..=4000).contains(&delay_ms), "{delay_ms}");
         assert_eq!(decision.disposition, EntryDisposition::RetryScheduled);
         assert_eq!(decision.mark.delay(), Some(delay));
+    }
+
+    #[test]
+    fn a_retry_after_is_waited_in_full_and_spends_one_attempt() {
+        let (new_attempt, delay) = retry_of(decide(1, 0, 20, retryable_after(2_000), &settings()));
+        assert_eq!(new_attempt, 1);
+        assert_eq!(delay, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_retry_after_shorter_than_the_backoff_keeps_the_backoff() {
+        let (new_attempt, delay) = retry_of(decide(1, 4, 20, retryable_after(0), &settings()));
+        assert_eq!(new_attempt, 5);
+        let delay_ms = delay.as_millis();
+        assert!((12_800..=16_000).contains(&delay_ms), "{delay_ms}");
+    }
+
+    #[test]
+    fn a_hostile_retry_after_is_cut_to_the_backoff_maximum() {
+        let max = RelayConfig::default().backoff_max_delay;
+        for ms in [300_001, u64::MAX / 2, u64::MAX] {
+            let (new_attempt, delay) = retry_of(decide(1, 0, 20, retryable_after(ms), &settings()));
+            assert_eq!(new_attempt, 1);
+            assert_eq!(delay, max, "{ms}");
+        }
+    }
+
+    #[test]
+    fn a_retry_after_on_the_last_attempt_still_dead_letters() {
+        let decision = decide(1, 19, 20, retryable_after(1_000), &settings());
+        assert!(matches!(decision.mark, Mark::DeadLetter { .. }));
+        assert_eq!(decision.disposition, EntryDisposition::DeadLettered);
     }
 
     #[test]
@@ -268,6 +331,7 @@ mod tests {
         let attempted = Attempted::Retryable {
             message: format!("bad\0byte\r\n2024-01-01 INFO forged{}", "x".repeat(10_000)),
             error_type: Some("evil\0type\n".into()),
+            retry_after: None,
         };
         let decision = decide(1, 0, 20, attempted, &settings());
         let Mark::Retry {

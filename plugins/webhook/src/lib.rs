@@ -5,10 +5,16 @@
 //! specification (see [`signing`]); a secret that cannot be used fails the row permanently rather
 //! than sending it unsigned.
 //!
+//! A 429 or 503 with a `Retry-After` header (delta-seconds or an HTTP-date) is retried after that
+//! delay (the host keeps it within its backoff maximum); 408, 429 and 5xx are retryable, any other
+//! status permanent.
+//!
 //! Failure messages name the status and the host only, never the payload, a header value or a
 //! secret.
 
 mod signing;
+
+use std::time::Duration;
 
 use outbox_sdk::http::{self, Request};
 use outbox_sdk::{Envelope, Handler, PublishResult};
@@ -55,19 +61,25 @@ impl Handler for Webhook {
                 .header("webhook-signature", signature);
         }
         match request.body(envelope.payload).send() {
-            Ok(response) => result_of_status(response.status, &host),
+            Ok(response) => result_of_status(response.status, &host, response.retry_after()),
             Err(error) => error.into(),
         }
     }
 }
 
 /// 408 and 429 ask the client to come back later and a 5xx may pass on another try; any other
-/// status fails the same way every time (a 3xx too, since redirects are not followed).
-fn result_of_status(status: u16, host: &str) -> PublishResult {
+/// status fails the same way every time (a 3xx too, since redirects are not followed). A 429 or
+/// 503 may say when to come back (`Retry-After`); other statuses' `Retry-After` is not asked for.
+fn result_of_status(status: u16, host: &str, retry_after: Option<Duration>) -> PublishResult {
     let message = format!("{host} answered HTTP {status}");
-    match status {
-        200..=299 => PublishResult::success(),
-        408 | 429 | 500..=599 => PublishResult::retryable(message).with_error_type("http-status"),
+    match (status, retry_after) {
+        (200..=299, _) => PublishResult::success(),
+        (429 | 503, Some(delay)) => PublishResult::retryable(message)
+            .with_error_type("http-status")
+            .with_retry_after(delay),
+        (408 | 429 | 500..=599, _) => {
+            PublishResult::retryable(message).with_error_type("http-status")
+        }
         _ => PublishResult::permanent(message).with_error_type("http-status"),
     }
 }

@@ -22,6 +22,9 @@ export interface Response {
   body: Uint8Array;
   ok: boolean;
   text(): string;
+  /** Seconds the `Retry-After` header asks to wait (delta-seconds or an HTTP-date), if readable;
+   * pass it on with `retry(message, errorType, response.retryAfter)`. */
+  retryAfter?: number;
 }
 
 export function request(method: string, url: string, options?: RequestOptions): Response;

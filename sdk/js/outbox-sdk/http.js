@@ -245,7 +245,30 @@ function read(incoming) {
     body: bytes,
     ok: status >= 200 && status < 300,
     text: () => decoder.decode(bytes),
+    retryAfter: retryAfter(headers['retry-after'], Date.now()),
   };
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const HTTP_DATE = new RegExp(
+  `^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) (${MONTHS.join('|')}) ([0-9]{4}) ` +
+    '([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT$',
+);
+
+/** Seconds a `Retry-After` value asks to wait: delta-seconds, or an IMF-fixdate HTTP-date reckoned
+ * from `now` (ms); anything else is the destination's nonsense, and undefined. */
+function retryAfter(value, now) {
+  if (value === undefined || value.length > 64) return undefined;
+  const text = value.replace(/^[ \t]+|[ \t]+$/g, '');
+  if (/^[0-9]+$/.test(text)) return Number(text);
+  const match = HTTP_DATE.exec(text);
+  if (!match) return undefined;
+  const [, day, month, year, hour, minute, second] = match;
+  const at = Date.UTC(Number(year), MONTHS.indexOf(month), Number(day), Number(hour), Number(minute), Number(second));
+  if (new Date(at).getUTCDate() !== Number(day) || Number(hour) > 23 || Number(minute) > 59 || Number(second) > 60) {
+    return undefined;
+  }
+  return Math.max(0, (at - now) / 1000);
 }
 
 function dispose(resource) {

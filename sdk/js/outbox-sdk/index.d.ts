@@ -2,7 +2,7 @@
 
 export type PublishResult =
   | { tag: 'success' }
-  | { tag: 'retryable'; val: { message: string; errorType?: string } }
+  | { tag: 'retryable'; val: { message: string; errorType?: string; retryAfterMs?: bigint } }
   | { tag: 'permanent'; val: { message: string; errorType?: string } }
   | { tag: 'unresolvable'; val: string };
 
@@ -72,7 +72,8 @@ export interface PublishCompleted {
 }
 
 export function success(): PublishResult;
-export function retry(message: string, errorType?: string): PublishResult;
+/** `retryAfter`: seconds the destination asked to wait (the host keeps it within its backoff). */
+export function retry(message: string, errorType?: string, retryAfter?: number): PublishResult;
 export function fail(message: string, errorType?: string): PublishResult;
 export function defer(reason: string): PublishResult;
 export function resultOfError(error: unknown): PublishResult;

@@ -9,8 +9,8 @@
 // while and never shared. Messages and error types you return end up in the host's log and
 // dead-letter rows: name what failed (a status, a host), never the payload or a header value.
 
-import { log as hostLog } from 'outbox:relay/log@0.1.0';
-import { get as configGet } from 'outbox:relay/config@0.1.0';
+import { log as hostLog } from 'outbox:relay/log@0.2.0';
+import { get as configGet } from 'outbox:relay/config@0.2.0';
 
 /** The payload is not JSON: publishing it again cannot help, so it fails permanently. */
 export class PayloadError extends Error {
@@ -78,9 +78,28 @@ export function success() {
   return { tag: 'success' };
 }
 
-/** Try again later, with backoff; dead-lettered once the attempts run out. */
-export function retry(message, errorType) {
-  return { tag: 'retryable', val: { message: String(message), errorType } };
+/** Try again later, with backoff; dead-lettered once the attempts run out. `retryAfter` (seconds)
+ * is how long the destination asked to be left alone, an HTTP `Retry-After` say: the host waits at
+ * least that long and at least its backoff, never longer than its backoff maximum, and the attempt
+ * is spent as for any retry. */
+export function retry(message, errorType, retryAfter) {
+  return {
+    tag: 'retryable',
+    val: { message: String(message), errorType, retryAfterMs: millis(retryAfter) },
+  };
+}
+
+const MAX_U64 = 2n ** 64n - 1n;
+
+/** Seconds as the WIT's `retry-after-ms`: a u64 (a BigInt here), so never negative nor past
+ * 2^64 - 1; a value that is not a number asks for nothing. */
+function millis(seconds) {
+  if (seconds === undefined || seconds === null) return undefined;
+  const ms = Number(seconds) * 1000;
+  if (Number.isNaN(ms)) return undefined;
+  if (ms <= 0) return 0n;
+  if (ms >= Number(MAX_U64)) return MAX_U64;
+  return BigInt(Math.floor(ms));
 }
 
 /** Never retry: dead-lettered now. */

@@ -134,10 +134,15 @@ class Success:
 
 @dataclass(frozen=True)
 class Retry:
-    """Try again later, with backoff; dead-lettered once the attempts run out."""
+    """Try again later, with backoff; dead-lettered once the attempts run out.
+
+    ``retry_after`` (seconds) is how long the destination asked to be left alone, an HTTP
+    ``Retry-After`` say: the host waits at least that long and at least its backoff, never longer
+    than its backoff maximum, and the attempt is spent as for any retry."""
 
     message: str
     error_type: Optional[str] = None
+    retry_after: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -162,8 +167,31 @@ def success() -> Success:
     return Success()
 
 
-def retry(message: str, error_type: Optional[str] = None) -> Retry:
-    return Retry(message, error_type)
+def retry(
+    message: str, error_type: Optional[str] = None, retry_after: Optional[float] = None
+) -> Retry:
+    return Retry(message, error_type, retry_after)
+
+
+_MAX_U64 = 2**64 - 1
+
+
+def _millis(seconds: Optional[float]) -> Optional[int]:
+    """Seconds as the WIT's ``retry-after-ms``: a u64, so never negative nor past 2**64 - 1; a value
+    that is not a number asks for nothing."""
+    if seconds is None:
+        return None
+    try:
+        ms = float(seconds) * 1000.0
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if ms != ms:  # NaN
+        return None
+    if ms <= 0:
+        return 0
+    if ms >= _MAX_U64:
+        return _MAX_U64
+    return int(ms)
 
 
 def fail(message: str, error_type: Optional[str] = None) -> Fail:
@@ -178,7 +206,9 @@ def _to_wit(result: Result) -> _types.PublishResult:
     if isinstance(result, Success):
         return _types.PublishResult_Success()
     if isinstance(result, Retry):
-        return _types.PublishResult_Retryable(_types.Failure(result.message, result.error_type))
+        return _types.PublishResult_Retryable(
+            _types.RetryableFailure(result.message, result.error_type, _millis(result.retry_after))
+        )
     if isinstance(result, Fail):
         return _types.PublishResult_Permanent(_types.Failure(result.message, result.error_type))
     if isinstance(result, Defer):

@@ -7,7 +7,10 @@ to one that is not granted. A request that gets no response raises :class:`HttpE
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 from componentize_py_types import Err
@@ -56,6 +59,41 @@ class Response:
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
+
+    @property
+    def retry_after(self) -> Optional[float]:
+        """Seconds the ``Retry-After`` header asks to wait (delta-seconds, or an HTTP-date reckoned
+        from now), or ``None`` without a readable one; pass it on with ``retry(..., retry_after=)``."""
+        return _retry_after(self.headers.get("retry-after"), time.time())
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_HTTP_DATE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) (" + "|".join(_MONTHS) + r") ([0-9]{4}) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
+)
+
+
+def _retry_after(value: Optional[str], now: float) -> Optional[float]:
+    """A ``Retry-After`` value is the destination's: anything but delta-seconds or an IMF-fixdate
+    HTTP-date is ``None``, and a date in the past asks for no wait."""
+    if value is None or len(value) > 64:
+        return None
+    text = value.strip(" \t")
+    if text.isascii() and text.isdigit():
+        return float(int(text))
+    match = _HTTP_DATE.fullmatch(text)
+    if match is None:
+        return None
+    day, month, year, hour, minute, second = match.groups()
+    try:
+        at = datetime(
+            int(year), _MONTHS.index(month) + 1, int(day), int(hour), int(minute), int(second),
+            tzinfo=timezone.utc,
+        ).timestamp()
+    except ValueError:
+        return None
+    return max(0.0, at - now)
 
 
 class HttpError(Exception):

@@ -22,9 +22,9 @@ pub mod publish_observer {
         pub_export_macro: true,
         default_bindings_module: "outbox_sdk::bindings::publish_observer",
         with: {
-            "outbox:relay/types@0.1.0": crate::bindings::destination_handler::outbox::relay::types,
-            "outbox:relay/log@0.1.0": crate::bindings::destination_handler::outbox::relay::log,
-            "outbox:relay/config@0.1.0": crate::bindings::destination_handler::outbox::relay::config,
+            "outbox:relay/types@0.2.0": crate::bindings::destination_handler::outbox::relay::types,
+            "outbox:relay/log@0.2.0": crate::bindings::destination_handler::outbox::relay::log,
+            "outbox:relay/config@0.2.0": crate::bindings::destination_handler::outbox::relay::config,
         },
     });
 }

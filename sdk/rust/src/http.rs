@@ -149,6 +149,12 @@ impl Response {
             .find(|(existing, _)| existing.eq_ignore_ascii_case(name))
             .map(|(_, value)| value.as_slice())
     }
+
+    /// The wait the response's `Retry-After` header asks for (delta-seconds or an HTTP-date), or
+    /// `None` without a readable one. Pass it on with [`PublishResult::with_retry_after`].
+    pub fn retry_after(&self) -> Option<Duration> {
+        crate::retry_after::parse(self.header("retry-after")?, std::time::SystemTime::now())
+    }
 }
 
 /// The `host[:port]` part of an `http` or `https` URL: what an error message may name.

@@ -33,6 +33,7 @@ pub mod http;
 pub mod kafka;
 pub mod log;
 mod result;
+mod retry_after;
 
 pub use envelope::{Envelope, PayloadError};
 pub use export::{Handler, Observer};
@@ -40,7 +41,8 @@ pub use export::{Handler, Observer};
 pub use serde_json;
 
 pub use bindings::destination_handler::outbox::relay::types::{
-    EntryDisposition, Failure, PublishCompleted, PublishOutcome, PublishResult, Scope,
+    EntryDisposition, Failure, PublishCompleted, PublishOutcome, PublishResult, RetryableFailure,
+    Scope,
 };
 
 /// Exports a type implementing [`Handler`] as this component's `destination-handler`.

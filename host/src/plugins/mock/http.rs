@@ -39,6 +39,32 @@ impl FromStr for MockHttpResponse {
     }
 }
 
+/// A header the mock adds to its response: `NAME: VALUE` on the command line (`--http-header`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MockHttpHeader {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected NAME: VALUE with a valid header name and value, e.g. `Retry-After: 2`")]
+pub struct MockHttpHeaderError;
+
+impl FromStr for MockHttpHeader {
+    type Err = MockHttpHeaderError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (name, value) = text.split_once(':').ok_or(MockHttpHeaderError)?;
+        let (name, value) = (name.trim(), value.trim());
+        http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| MockHttpHeaderError)?;
+        http::HeaderValue::from_str(value).map_err(|_| MockHttpHeaderError)?;
+        Ok(Self {
+            name: name.to_owned(),
+            value: value.to_owned(),
+        })
+    }
+}
+
 /// A request the plugin would have sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedRequest {
@@ -145,6 +171,8 @@ async fn recorded_body(mut body: WasiBody) -> Result<String, HttpError> {
 pub(crate) struct MockSender {
     /// `None`: allowed requests go to the network, unrecorded.
     response: Option<MockHttpResponse>,
+    /// Added to every mock response.
+    headers: Vec<MockHttpHeader>,
     log: RequestLog<RecordedRequest>,
     denied: RequestLog<DeniedRequest>,
 }
@@ -152,11 +180,13 @@ pub(crate) struct MockSender {
 impl MockSender {
     pub(crate) fn new(
         response: Option<MockHttpResponse>,
+        headers: Vec<MockHttpHeader>,
         log: RequestLog<RecordedRequest>,
         denied: RequestLog<DeniedRequest>,
     ) -> Self {
         Self {
             response,
+            headers,
             log,
             denied,
         }
@@ -173,6 +203,7 @@ impl HttpSender for MockSender {
             return NetworkSender.send(request, options);
         };
         let log = self.log.clone();
+        let headers = self.headers.clone();
         Box::new(async move {
             let (parts, body) = request.into_parts();
             let body = recorded_body(body).await?;
@@ -194,8 +225,11 @@ impl HttpSender for MockSender {
             let body = Full::new(Bytes::from(response.body))
                 .map_err(|never| match never {})
                 .boxed_unsync();
-            let response = http::Response::builder()
-                .status(response.status)
+            let mut builder = http::Response::builder().status(response.status);
+            for header in headers {
+                builder = builder.header(header.name, header.value);
+            }
+            let response = builder
                 .body(body)
                 .map_err(|_| HttpError::InternalError(Some("invalid mock response".to_owned())))?;
             Ok((response, Box::new(async { Ok(()) }) as IoFuture))
@@ -242,6 +276,30 @@ mod tests {
                 body: "busy: retry".into()
             })
         );
+    }
+
+    #[test]
+    fn a_header_is_a_name_and_a_value_around_the_first_colon() {
+        assert_eq!(
+            "Retry-After: 2".parse(),
+            Ok(MockHttpHeader {
+                name: "Retry-After".into(),
+                value: "2".into()
+            })
+        );
+        assert_eq!(
+            "Retry-After:Sun, 06 Nov 1994 08:49:37 GMT"
+                .parse::<MockHttpHeader>()
+                .map(|header| header.value),
+            Ok("Sun, 06 Nov 1994 08:49:37 GMT".to_owned())
+        );
+        for bad in ["Retry-After", ": 2", "bad name: 2", "X: a\nb"] {
+            assert_eq!(
+                bad.parse::<MockHttpHeader>(),
+                Err(MockHttpHeaderError),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod runner;
 pub use envelope::{EnvelopeOverride, envelope_json, mock_envelope};
 #[cfg(test)]
 pub(crate) use http::RequestLog;
-pub use http::{DeniedRequest, MockHttpResponse, RecordedRequest};
+pub use http::{DeniedRequest, MockHttpHeader, MockHttpResponse, RecordedRequest};
 pub(crate) use kafka::MockKafka;
 pub use kafka::{MockKafkaResponse, ProducedRecord};
 pub use report::{InspectReport, MockCall, MockOutcome, TestReport};

@@ -100,19 +100,33 @@ impl MockCall {
 
     pub fn error_type(&self) -> Option<&str> {
         match &self.outcome {
-            MockOutcome::Published(
-                PublishResult::Retryable(failure) | PublishResult::Permanent(failure),
-            ) => failure.error_type.as_deref(),
+            MockOutcome::Published(PublishResult::Retryable(failure)) => {
+                failure.error_type.as_deref()
+            }
+            MockOutcome::Published(PublishResult::Permanent(failure)) => {
+                failure.error_type.as_deref()
+            }
             MockOutcome::Failed(error) => Some(error.error_type().as_str()),
+            _ => None,
+        }
+    }
+
+    /// The `retry-after-ms` a retryable failure carried, as the plugin gave it.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match &self.outcome {
+            MockOutcome::Published(PublishResult::Retryable(failure)) => failure.retry_after_ms,
             _ => None,
         }
     }
 
     pub fn message(&self) -> Option<String> {
         match &self.outcome {
-            MockOutcome::Published(
-                PublishResult::Retryable(failure) | PublishResult::Permanent(failure),
-            ) => Some(failure.message.clone()),
+            MockOutcome::Published(PublishResult::Retryable(failure)) => {
+                Some(failure.message.clone())
+            }
+            MockOutcome::Published(PublishResult::Permanent(failure)) => {
+                Some(failure.message.clone())
+            }
             MockOutcome::Published(PublishResult::Unresolvable(reason)) => Some(reason.clone()),
             MockOutcome::Failed(error) => Some(error.to_string()),
             _ => None,
@@ -123,6 +137,7 @@ impl MockCall {
         json!({
             "outcome": self.outcome_name(),
             "error_type": self.error_type(),
+            "retry_after_ms": self.retry_after_ms(),
             "message": self.message(),
             "elapsed_micros": u64::try_from(self.elapsed.as_micros()).unwrap_or(u64::MAX),
         })
@@ -222,7 +237,11 @@ impl fmt::Display for TestReport {
             if let Some(message) = call.message() {
                 write!(f, ": {message}")?;
             }
-            writeln!(f, " ({})", human_duration(call.elapsed))?;
+            write!(f, " ({})", human_duration(call.elapsed))?;
+            if let Some(ms) = call.retry_after_ms() {
+                write!(f, "; asks to retry after {ms} ms")?;
+            }
+            writeln!(f)?;
         }
         if !self.logs.is_empty() {
             writeln!(f, "log:")?;

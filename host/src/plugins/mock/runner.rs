@@ -15,7 +15,7 @@ use crate::plugins::handler::HandlerPlugin;
 use crate::plugins::loader::{self, LoadedPlugin, Plugin, PluginSource};
 use crate::plugins::mock::envelope::mock_envelope;
 use crate::plugins::mock::http::{
-    DeniedRequest, MockHttpResponse, MockSender, RecordedRequest, RequestLog,
+    DeniedRequest, MockHttpHeader, MockHttpResponse, MockSender, RecordedRequest, RequestLog,
 };
 use crate::plugins::mock::kafka::{MockKafka, MockKafkaResponse, ProducedRecord};
 use crate::plugins::mock::report::{InspectReport, MockCall, MockOutcome, TestReport};
@@ -29,6 +29,8 @@ pub struct MockOptions {
     /// Answer every allowed HTTP request with this instead of sending it; without it, allowed
     /// requests go to the network.
     pub http_response: Option<MockHttpResponse>,
+    /// Headers of that response (a `Retry-After`, say).
+    pub http_headers: Vec<MockHttpHeader>,
     /// Answer every granted Kafka record with this failure instead of `ok`.
     pub kafka_response: Option<MockKafkaResponse>,
 }
@@ -60,6 +62,7 @@ impl MockRunner {
         };
         services.capabilities.http = HttpTransport(Arc::new(MockSender::new(
             options.http_response,
+            options.http_headers,
             requests.clone(),
             denied.clone(),
         )));

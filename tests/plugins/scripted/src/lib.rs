@@ -2,8 +2,8 @@
 //! its destination type (`destination_type`, default `SCRIPTED`), its claim scope (`claim_scope`,
 //! answered after `claim_scope_delay_ms` when set) and a `version` it logs with the entry id on each
 //! publish (to tell a reloaded plugin from the old one); the payload
-//! `{"outcome": …, "error_type": …, "delay_ms": …}` gives each publish's result, after `delay_ms`
-//! when set (outcome `hostile-error`: a retryable failure whose message and error type hold NUL and
+//! `{"outcome": …, "error_type": …, "retry_after_ms": …, "delay_ms": …}` gives each publish's
+//! result, after `delay_ms` when set, asking for `retry_after_ms` when retryable (outcome `hostile-error`: a retryable failure whose message and error type hold NUL and
 //! other control characters).
 
 use std::time::Duration;
@@ -72,6 +72,10 @@ impl Handler for Scripted {
                 PublishResult::retryable(hostile_message()).with_error_type("evil\0type\r\nforged")
             }
             Some(_) => PublishResult::permanent("unknown scripted outcome"),
+        };
+        let result = match payload["retry_after_ms"].as_u64() {
+            Some(ms) => result.with_retry_after(Duration::from_millis(ms)),
+            None => result,
         };
         match payload["error_type"].as_str() {
             Some(error_type) => result.with_error_type(error_type),
