@@ -187,7 +187,7 @@ impl Metrics {
                 IntCounterVec::new(
                     Opts::new(
                         "outbox_deferred_total",
-                        "Rows deferred (unresolvable or no handler)",
+                        "Rows deferred (unresolvable, no handler, or held by a delivery policy)",
                     ),
                     by_type,
                 ),

@@ -65,6 +65,9 @@ pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
     config.relay.backoff_max_delay = Duration::from_millis(40);
     config.relay.unresolvable_delay = Duration::from_millis(100);
     config.relay.shutdown_grace = Duration::from_secs(2);
+    // Tests of retries and dead letters see every attempt; the breaker has tests of its own
+    // (`delivery_policies.rs`), which turn it on per destination type.
+    config.relay.breaker_threshold = 0;
     config
 }
 

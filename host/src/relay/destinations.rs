@@ -477,6 +477,21 @@ mod tests {
     }
 
     #[test]
+    fn past_the_tracking_limit_a_new_destination_is_held_not_delivered_unprotected() {
+        let destinations = destinations(DestinationTypeConfig::default());
+        for n in 0..MAX_TRACKED {
+            go(destinations.admit("WEBHOOK", &n.to_string())).finish(CallEnd::RetryableFailure);
+        }
+        assert_eq!(
+            held(destinations.admit("WEBHOOK", "one-too-many")),
+            HoldReason::TooManyDestinations
+        );
+        go(destinations.admit("WEBHOOK", "7")).finish(CallEnd::Answered);
+        destinations.held_back();
+        go(destinations.admit("WEBHOOK", "one-too-many"));
+    }
+
+    #[test]
     fn idle_destinations_are_forgotten() {
         let destinations = destinations(DestinationTypeConfig::default());
         go(destinations.admit("WEBHOOK", "a")).finish(CallEnd::Answered);
