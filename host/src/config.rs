@@ -23,6 +23,10 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaConfig>,
     pub log: LogConfig,
+    /// `[destinations.<TYPE>]`: one destination type's delivery policies; unset keys fall back to
+    /// `[relay]`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub destinations: BTreeMap<String, DestinationTypeConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -171,6 +175,21 @@ pub struct RelayConfig {
     /// the application's row was committed durably already, and a turn lost in a PostgreSQL crash
     /// only means its rows are delivered again, which at-least-once allows.
     pub synchronous_commit: bool,
+    /// The attempt limit of a row that carries the table's default (20); a row inserted with
+    /// another `max_attempts` keeps its own.
+    pub max_attempts: u32,
+    /// Consecutive retryable failures of one destination, within `breaker_window_ms`, that open its
+    /// circuit breaker; 0 turns breakers off.
+    pub breaker_threshold: u32,
+    #[serde(rename = "breaker_window_ms", with = "millis")]
+    pub breaker_window: Duration,
+    /// How long an open breaker defers its destination's rows before one probe is let through.
+    #[serde(rename = "breaker_cool_down_ms", with = "millis")]
+    pub breaker_cool_down: Duration,
+    /// Calls per second to one destination, evenly spaced; 0: no limit.
+    pub rate_limit_per_second: f64,
+    /// Calls to one destination running at once on this node; 0: no limit.
+    pub max_concurrency_per_destination: u32,
     /// This node's identity in `claimed_by`; default: host name and process id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
@@ -191,6 +210,12 @@ impl Default for RelayConfig {
             shutdown_grace: Duration::from_secs(10),
             stalled_after: Duration::from_secs(30),
             synchronous_commit: false,
+            max_attempts: crate::api::DEFAULT_MAX_ATTEMPTS,
+            breaker_threshold: 5,
+            breaker_window: Duration::from_secs(60),
+            breaker_cool_down: Duration::from_secs(15),
+            rate_limit_per_second: 0.0,
+            max_concurrency_per_destination: 0,
             node_id: None,
         }
     }
@@ -210,12 +235,7 @@ impl RelayConfig {
             millis_of(self.unresolvable_delay),
         )?;
         at_least_one("relay.instances", u64::from(self.instances))?;
-        if self.backoff_base_delay > self.backoff_max_delay {
-            return Err(ConfigError::key(
-                "relay.backoff_base_delay_ms",
-                "must not exceed relay.backoff_max_delay_ms",
-            ));
-        }
+        self.delivery().validate("relay", "relay")?;
         if self.max_in_flight < self.batch_size {
             return Err(ConfigError::key(
                 "relay.max_in_flight",
@@ -248,11 +268,133 @@ impl RelayConfig {
         self.lease_timeout * 2 / 3
     }
 
+    /// The delivery policy of every destination type without a `[destinations.<TYPE>]` key.
+    pub fn delivery(&self) -> DeliveryPolicyConfig {
+        DeliveryPolicyConfig {
+            max_attempts: self.max_attempts,
+            backoff_base_delay: self.backoff_base_delay,
+            backoff_max_delay: self.backoff_max_delay,
+            breaker_threshold: self.breaker_threshold,
+            breaker_window: self.breaker_window,
+            breaker_cool_down: self.breaker_cool_down,
+            rate_limit_per_second: self.rate_limit_per_second,
+            max_concurrency_per_destination: self.max_concurrency_per_destination,
+        }
+    }
+
     pub fn node_id(&self) -> String {
         self.node_id.clone().unwrap_or_else(|| {
             let host = gethostname::gethostname().to_string_lossy().into_owned();
             format!("{host}-{}", std::process::id())
         })
+    }
+}
+
+/// The delivery policy keys, as `[relay]` sets them for every destination type and
+/// `[destinations.<TYPE>]` for one (see [`RelayConfig`] for each key).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeliveryPolicyConfig {
+    pub max_attempts: u32,
+    pub backoff_base_delay: Duration,
+    pub backoff_max_delay: Duration,
+    pub breaker_threshold: u32,
+    pub breaker_window: Duration,
+    pub breaker_cool_down: Duration,
+    pub rate_limit_per_second: f64,
+    pub max_concurrency_per_destination: u32,
+}
+
+/// The slowest and fastest rate limits accepted: one call in 1,000 s, a million a second.
+const RATE_LIMIT_RANGE: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+
+impl DeliveryPolicyConfig {
+    /// `section` prefixes the keys named in errors; `max_section` is where the backoff maximum
+    /// was set (a type's own key, or `[relay]`'s it falls back to).
+    fn validate(&self, section: &str, max_section: &str) -> Result<(), ConfigError> {
+        let key = |name: &str| format!("{section}.{name}");
+        if self.max_attempts == 0 || i32::try_from(self.max_attempts).is_err() {
+            return Err(ConfigError::key(
+                key("max_attempts"),
+                "must be between 1 and 2147483647",
+            ));
+        }
+        if self.backoff_base_delay > self.backoff_max_delay {
+            return Err(ConfigError::key(
+                key("backoff_base_delay_ms"),
+                format!("must not exceed {max_section}.backoff_max_delay_ms"),
+            ));
+        }
+        at_least_one(&key("breaker_window_ms"), millis_of(self.breaker_window))?;
+        at_least_one(
+            &key("breaker_cool_down_ms"),
+            millis_of(self.breaker_cool_down),
+        )?;
+        let rate = self.rate_limit_per_second;
+        if rate != 0.0 && !RATE_LIMIT_RANGE.contains(&rate) {
+            return Err(ConfigError::key(
+                key("rate_limit_per_second"),
+                "must be 0 (no limit) or between 0.001 and 1000000",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `[destinations.<TYPE>]`: every key optional; an unset one is `[relay]`'s.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DestinationTypeConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(
+        rename = "backoff_base_delay_ms",
+        with = "optional_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub backoff_base_delay: Option<Duration>,
+    #[serde(
+        rename = "backoff_max_delay_ms",
+        with = "optional_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub backoff_max_delay: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker_threshold: Option<u32>,
+    #[serde(
+        rename = "breaker_window_ms",
+        with = "optional_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub breaker_window: Option<Duration>,
+    #[serde(
+        rename = "breaker_cool_down_ms",
+        with = "optional_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub breaker_cool_down: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency_per_destination: Option<u32>,
+}
+
+impl DestinationTypeConfig {
+    /// This type's policy: its own keys over `relay`'s.
+    pub fn over(&self, relay: DeliveryPolicyConfig) -> DeliveryPolicyConfig {
+        DeliveryPolicyConfig {
+            max_attempts: self.max_attempts.unwrap_or(relay.max_attempts),
+            backoff_base_delay: self.backoff_base_delay.unwrap_or(relay.backoff_base_delay),
+            backoff_max_delay: self.backoff_max_delay.unwrap_or(relay.backoff_max_delay),
+            breaker_threshold: self.breaker_threshold.unwrap_or(relay.breaker_threshold),
+            breaker_window: self.breaker_window.unwrap_or(relay.breaker_window),
+            breaker_cool_down: self.breaker_cool_down.unwrap_or(relay.breaker_cool_down),
+            rate_limit_per_second: self
+                .rate_limit_per_second
+                .unwrap_or(relay.rate_limit_per_second),
+            max_concurrency_per_destination: self
+                .max_concurrency_per_destination
+                .unwrap_or(relay.max_concurrency_per_destination),
+        }
     }
 }
 
@@ -581,7 +723,7 @@ fn source_of(key: &str, variable: Option<&str>, file: Option<&Path>) -> String {
 }
 
 impl ConfigError {
-    fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError::Key {
             key: key.into(),
             variable: None,
@@ -716,6 +858,23 @@ impl Config {
         )?;
         self.plugins.validate()?;
         self.relay.validate()?;
+        for (destination_type, policy) in &self.destinations {
+            let section = format!("destinations.{destination_type}");
+            crate::destination_type::validate(destination_type).map_err(|_| {
+                ConfigError::key(
+                    &section,
+                    "is not a destination type: must match ^[A-Za-z0-9_-]{1,32}$",
+                )
+            })?;
+            let max_section = if policy.backoff_max_delay.is_some() {
+                section.as_str()
+            } else {
+                "relay"
+            };
+            policy
+                .over(self.relay.delivery())
+                .validate(&section, max_section)?;
+        }
         at_least_one(
             "cleanup.cleanup_batch_size",
             u64::from(self.cleanup.cleanup_batch_size),
@@ -814,6 +973,28 @@ mod millis {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         u64::deserialize(deserializer).map(Duration::from_millis)
+    }
+}
+
+/// As [`millis`], for a key that may be unset.
+mod optional_millis {
+    use serde::{Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(
+        duration: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(duration) => super::millis::serialize(duration, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        super::millis::deserialize(deserializer).map(Some)
     }
 }
 
@@ -998,6 +1179,78 @@ mod tests {
             key_of(load("[maintenance]\ncleanup_cron = \"0 */6 * * *\"\n", &[]).unwrap_err()),
             "maintenance.cleanup_cron"
         );
+    }
+
+    #[test]
+    fn a_destinations_section_sets_a_type_s_policy_over_the_relay_s() {
+        let config = load(
+            "[relay]\nbreaker_threshold = 3\n\n[destinations.WEBHOOK]\nmax_attempts = 5\n\
+             rate_limit_per_second = 20\nbreaker_cool_down_ms = 2000\n",
+            &[],
+        )
+        .unwrap();
+        let webhook = config.destinations["WEBHOOK"].over(config.relay.delivery());
+        assert_eq!(webhook.max_attempts, 5);
+        assert_eq!(webhook.rate_limit_per_second, 20.0);
+        assert_eq!(webhook.breaker_cool_down, Duration::from_secs(2));
+        assert_eq!(webhook.breaker_threshold, 3, "unset: the relay's");
+        assert!(config.to_masked_toml().contains("[destinations.WEBHOOK]"));
+    }
+
+    #[test]
+    fn a_bad_destinations_key_or_value_is_named() {
+        let cases = [
+            (
+                "[destinations.WEBHOOK]\nbreaker_treshold = 3\n",
+                "destinations.WEBHOOK.breaker_treshold",
+            ),
+            (
+                "[destinations.\"WEB HOOK\"]\nmax_attempts = 3\n",
+                "destinations.WEB HOOK",
+            ),
+            (
+                "[destinations.WEBHOOK]\nmax_attempts = 0\n",
+                "destinations.WEBHOOK.max_attempts",
+            ),
+            (
+                "[destinations.WEBHOOK]\nbreaker_window_ms = 0\n",
+                "destinations.WEBHOOK.breaker_window_ms",
+            ),
+            (
+                "[destinations.WEBHOOK]\nrate_limit_per_second = 1e-9\n",
+                "destinations.WEBHOOK.rate_limit_per_second",
+            ),
+            (
+                "[destinations.WEBHOOK]\nrate_limit_per_second = -1\n",
+                "destinations.WEBHOOK.rate_limit_per_second",
+            ),
+            (
+                "[destinations.WEBHOOK]\nbackoff_base_delay_ms = 600000\n",
+                "destinations.WEBHOOK.backoff_base_delay_ms",
+            ),
+            ("[relay]\nmax_attempts = 0\n", "relay.max_attempts"),
+        ];
+        for (text, key) in cases {
+            let error = load(text, &[]).unwrap_err();
+            let message = error.to_string();
+            let named = match error {
+                ConfigError::Key { key, .. } => key,
+                other => panic!("{text}: expected a key error, got {other}"),
+            };
+            assert!(
+                named == key
+                    || (named == "destinations.WEBHOOK"
+                        && message.contains(key.rsplit('.').next().unwrap())),
+                "{text}: named {named} ({message}), expected {key}"
+            );
+        }
+        let message = load(
+            "[destinations.WEBHOOK]\nbackoff_base_delay_ms = 600000\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("relay.backoff_max_delay_ms"), "{message}");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::log_output;
 use crate::error_type::HostErrorType;
 use crate::plugins::PluginSet;
 use crate::plugins::PluginState;
+use crate::relay::HoldReason;
 use crate::repository::{COUNTED_STATES, ClaimScopeFailure, OutboxState};
 
 /// The one reason a relay turn fails: the database.
@@ -75,6 +76,9 @@ struct Inner {
     plugin_reloads: IntCounter,
     plugin_reload_failures: IntCounter,
     publish_panics: IntCounter,
+    destination_held: IntCounterVec,
+    breaker_openings: IntCounterVec,
+    breakers_open: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -253,6 +257,37 @@ impl Metrics {
                     "Publish tasks that panicked inside the host; their rows are retried without spending an attempt",
                 ),
             ),
+            destination_held: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_destination_held_total",
+                        "Rows deferred by a delivery policy before any call, attempt unspent, by reason \
+                         (breaker_open, rate_limited, concurrency, too_many_destinations)",
+                    ),
+                    &["destination_type", "reason"],
+                ),
+            ),
+            breaker_openings: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "outbox_breaker_openings_total",
+                        "Circuit breakers opened (again after a failed probe, too)",
+                    ),
+                    by_type,
+                ),
+            ),
+            breakers_open: register(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "outbox_breakers_open",
+                        "Destinations whose circuit breaker is open or half-open on this node",
+                    ),
+                    by_type,
+                ),
+            ),
             registry,
         };
         Metrics {
@@ -387,6 +422,36 @@ impl Metrics {
         self.inner.plugin_reload_failures.inc_by(failures);
     }
 
+    /// A row held back by its destination's policy (`crate::relay` destinations).
+    pub fn destination_held(&self, destination_type: &str, reason: HoldReason) {
+        self.inner
+            .destination_held
+            .with_label_values(&[type_label(destination_type), reason.as_str()])
+            .inc();
+    }
+
+    /// A breaker opened; `from_closed` unless a failed probe opened it again.
+    pub fn breaker_opened(&self, destination_type: &str, from_closed: bool) {
+        let destination_type = type_label(destination_type);
+        self.inner
+            .breaker_openings
+            .with_label_values(&[destination_type])
+            .inc();
+        if from_closed {
+            self.inner
+                .breakers_open
+                .with_label_values(&[destination_type])
+                .inc();
+        }
+    }
+
+    pub fn breaker_closed(&self, destination_type: &str) {
+        self.inner
+            .breakers_open
+            .with_label_values(&[type_label(destination_type)])
+            .dec();
+    }
+
     pub fn publish_panicked(&self) {
         self.inner.publish_panics.inc();
     }
@@ -470,6 +535,15 @@ impl Metrics {
                     .claim_scope_failures
                     .with_label_values(&[destination_type, reason.as_str()]);
             }
+            for reason in HoldReason::ALL {
+                inner
+                    .destination_held
+                    .with_label_values(&[destination_type, reason.as_str()]);
+            }
+            inner
+                .breaker_openings
+                .with_label_values(&[destination_type]);
+            inner.breakers_open.with_label_values(&[destination_type]);
             inner
                 .publish_duration
                 .with_label_values(&[destination_type]);

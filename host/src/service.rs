@@ -10,7 +10,7 @@ use crate::plugins::capabilities::kafka::{KafkaProducer, KafkaSetupError};
 use crate::plugins::{
     EngineConfig, PluginEngine, PluginError, PluginSet, PluginWatcher, WatchSettings, watcher,
 };
-use crate::relay::{Relay, RelayProgress, RelaySettings};
+use crate::relay::{DeliveryPolicies, Destinations, Relay, RelayProgress, RelaySettings};
 use crate::repository::{OutboxRepository, TurnCommit};
 use crate::signals::Signals;
 use sqlx::PgPool;
@@ -111,6 +111,7 @@ pub async fn start(
     };
     let repository = OutboxRepository::new(pool, Tables::new(schema)).with_turn_commit(turn_commit);
     let metrics = Metrics::new();
+    let destinations = Destinations::new(DeliveryPolicies::from_config(config), metrics.clone());
     let cache_dir = config.plugins.cache_dir();
     if cache_dir.is_none() {
         tracing::warn!(
@@ -158,6 +159,7 @@ pub async fn start(
         engine.compiling().clone(),
         metrics.clone(),
         readiness,
+        destinations.clone(),
         config.admin.token.clone(),
     );
     let admin_shutdown = CancellationToken::new();
@@ -167,7 +169,7 @@ pub async fn start(
             tracing::error!(%error, "the admin listener stopped");
         }
     });
-    tracing::info!(%admin_addr, token = config.admin.token.is_some(), "admin listener up: /healthz /readyz /metrics /plugins /dlq");
+    tracing::info!(%admin_addr, token = config.admin.token.is_some(), "admin listener up: /healthz /readyz /metrics /plugins /destinations /dlq");
 
     let watch_settings = WatchSettings {
         debounce: config.plugins.watch_debounce,
@@ -183,6 +185,10 @@ pub async fn start(
     };
     let set = PluginSet::load_dir(&engine, &config.plugins.dir).await;
     tracing::info!(dir = %config.plugins.dir.display(), plugins = %watcher::summary(&set), "plugins loaded");
+    if let Err(error) = check_destination_types(config, &set) {
+        admin_shutdown.cancel();
+        return Err(error.into());
+    }
     plugins_tx.send_replace(Arc::new(set));
     plugins_loaded.store(true, Ordering::Release);
 
@@ -191,6 +197,7 @@ pub async fn start(
         plugins: plugins.clone(),
         metrics: metrics.clone(),
         settings: Arc::new(relay_settings),
+        destinations,
         progress,
         signals: signals.clone(),
     };
@@ -211,6 +218,34 @@ pub async fn start(
         admin,
         admin_shutdown,
     })
+}
+
+/// Every `[destinations.<TYPE>]` must name the type of a plugin in the plugins directory (loaded
+/// or not), so a misspelt type is refused rather than silently never applied.
+fn check_destination_types(config: &Config, set: &PluginSet) -> Result<(), ConfigError> {
+    let known: std::collections::BTreeSet<&str> = set
+        .statuses()
+        .filter_map(|status| status.destination_type.as_deref())
+        .collect();
+    match config
+        .destinations
+        .keys()
+        .find(|destination_type| !known.contains(destination_type.as_str()))
+    {
+        Some(unknown) => Err(ConfigError::key(
+            format!("destinations.{unknown}"),
+            format!(
+                "no plugin in {} handles this destination type (known: {})",
+                config.plugins.dir.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.into_iter().collect::<Vec<_>>().join(", ")
+                }
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 impl RunningService {

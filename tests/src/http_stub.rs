@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -20,6 +20,8 @@ pub struct StubRequest {
     pub body: Vec<u8>,
     /// The status the server answered (or is about to answer) with.
     pub status: u16,
+    /// When the whole request had been read.
+    pub arrived_at: Instant,
 }
 
 impl StubRequest {
@@ -44,6 +46,9 @@ struct Record {
     headers: Mutex<Vec<(String, String)>>,
     connections: AtomicUsize,
     requests: Mutex<Vec<StubRequest>>,
+    /// Requests read and not answered yet, and the most there ever were.
+    answering: AtomicUsize,
+    most_answering: AtomicUsize,
 }
 
 /// Stops serving when dropped.
@@ -129,6 +134,11 @@ impl StubServer {
         self.record.connections.load(Ordering::SeqCst)
     }
 
+    /// The most requests this server was answering at once.
+    pub fn most_at_once(&self) -> usize {
+        self.record.most_answering.load(Ordering::SeqCst)
+    }
+
     pub fn requests(&self) -> Vec<StubRequest> {
         self.record
             .requests
@@ -149,6 +159,8 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
         return;
     };
     let arrived = record.arrived.fetch_add(1, Ordering::SeqCst) + 1;
+    let answering = record.answering.fetch_add(1, Ordering::SeqCst) + 1;
+    record.most_answering.fetch_max(answering, Ordering::SeqCst);
     let fail_every = record.fail_every.load(Ordering::SeqCst);
     let scripted = record
         .script
@@ -183,6 +195,7 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
         "HTTP/1.1 {status} Stub\r\n{headers}content-length: 0\r\nconnection: close\r\n\r\n"
     );
     let _ = stream.write_all(response.as_bytes()).await;
+    record.answering.fetch_sub(1, Ordering::SeqCst);
     let _ = stream.shutdown().await;
 }
 
@@ -224,5 +237,6 @@ async fn read_request(stream: &mut TcpStream) -> Option<StubRequest> {
         headers,
         body,
         status: 0,
+        arrived_at: Instant::now(),
     })
 }

@@ -1,5 +1,5 @@
-//! The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text), `/plugins` (JSON) and
-//! the dead-letter operations under `/dlq`; and [`client`], how the command line asks it. With
+//! The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text), `/plugins` and
+//! `/destinations` (JSON) and the dead-letter operations under `/dlq`; and [`client`], how the command line asks it. With
 //! `admin.token` set, every endpoint but `/healthz` requires it as a bearer token.
 
 mod auth;
@@ -15,6 +15,7 @@ pub use readiness::Readiness;
 use crate::config::AdminToken;
 use crate::metrics::Metrics;
 use crate::plugins::{Compiling, PluginSet};
+use crate::relay::{Destinations, DestinationsPage};
 use crate::repository::OutboxRepository;
 use axum::Router;
 use axum::extract::State;
@@ -33,6 +34,7 @@ pub struct AdminState {
     pub compiling: Compiling,
     pub metrics: Metrics,
     pub readiness: Readiness,
+    pub destinations: Arc<Destinations>,
     token: Option<AdminToken>,
     row_counts: Arc<row_counts::Sampler>,
 }
@@ -44,6 +46,7 @@ impl AdminState {
         compiling: Compiling,
         metrics: Metrics,
         readiness: Readiness,
+        destinations: Arc<Destinations>,
         token: Option<AdminToken>,
     ) -> Self {
         AdminState {
@@ -52,6 +55,7 @@ impl AdminState {
             compiling,
             metrics,
             readiness,
+            destinations,
             token,
             row_counts: Arc::new(row_counts::Sampler::default()),
         }
@@ -70,6 +74,7 @@ pub async fn serve(
         .route("/readyz", get(readiness::readyz))
         .route("/metrics", get(metrics))
         .route("/plugins", get(plugins))
+        .route("/destinations", get(destinations))
         .route("/dlq", get(dlq::list))
         .route("/dlq/redrive", post(dlq::redrive))
         .route("/dlq/purge", post(dlq::purge))
@@ -104,4 +109,11 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
 async fn plugins(State(state): State<AdminState>) -> impl IntoResponse {
     let set = state.plugins.borrow().clone();
     axum::Json(PluginsPage::of(&set, &state.compiling.files()))
+}
+
+/// This node's tracked destinations: breakers, calls running, rows held back.
+async fn destinations(State(state): State<AdminState>) -> impl IntoResponse {
+    axum::Json(DestinationsPage {
+        destinations: state.destinations.snapshot(),
+    })
 }

@@ -2,6 +2,8 @@
 //! library; every path returns the process exit code: 0 done, 1 failed while running (or, for
 //! `plugin test`, an outcome other than success), 2 bad configuration, usage or plugin load error.
 
+pub mod admin_page;
+mod destinations;
 pub mod dlq;
 pub mod plugin;
 pub mod plugin_list;
@@ -50,6 +52,8 @@ pub enum Command {
     Dlq(dlq::DlqArgs),
     /// Test, inspect and list plugins.
     Plugin(plugin::PluginArgs),
+    /// List the destinations a running host tracks: circuit breakers, failures, rows held back.
+    Destinations(admin_page::AdminArgs),
     /// Show the host at work: reset the `outbox_demo` schema, run the host with the example plugins
     /// and a local webhook receiver, publish sample rows and report how they were delivered.
     Demo {
@@ -134,6 +138,7 @@ async fn run_command(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             init_logging(&Config::default());
             plugin::run(args, out, err).await
         }
+        Command::Destinations(args) => destinations::run(args, out, err).await,
         Command::Demo {
             rows,
             plugins,

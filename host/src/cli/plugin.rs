@@ -34,7 +34,7 @@ pub enum PluginCommand {
     /// Print a plugin's world, imports, destination type and claim scope.
     Inspect(InspectArgs),
     /// List the plugins a running host has loaded, with their state and last error.
-    List(super::plugin_list::ListArgs),
+    List(super::admin_page::AdminArgs),
 }
 
 #[derive(Debug, Args)]

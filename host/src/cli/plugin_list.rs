@@ -1,32 +1,14 @@
 //! `outbox-host plugin list`: the `/plugins` page of a running host, as a table. The host is named
-//! by its admin address (`--admin 127.0.0.1:9464`, as `admin.listen` writes it, or an `http://` URL)
-//! or by its configuration (`--config FILE`: `admin.listen`, and `admin.token` when the host requires
-//! one). Exit codes: 0 when listed, 1 when the admin endpoint cannot be reached or answers anything but
-//! a plugin list, 2 when the address or the configuration is not usable.
+//! as `admin_page.rs` says. Exit codes: 0 when listed, 1 when the admin endpoint cannot be reached
+//! or answers anything but a plugin list, 2 when the address or the configuration is not usable.
 
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use clap::Args;
-use http::StatusCode;
 
-use super::{EXIT_FAILURE, EXIT_SUCCESS, EXIT_USAGE, load_config};
-use crate::admin::client::{AdminClientError, AdminRequest};
+use super::admin_page::{AdminArgs, fetch};
+use super::{EXIT_FAILURE, EXIT_SUCCESS};
 use crate::admin::{PluginStatusJson, PluginsPage};
-
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    /// The host's admin address, as `admin.listen` writes it (127.0.0.1:9464), or an http:// URL
-    /// [default: `admin.listen` of the configuration].
-    #[arg(long, value_name = "ADDR")]
-    pub admin: Option<String>,
-    /// The host's configuration file: its `admin.listen`, and its `admin.token` when set
-    /// (OUTBOX_ADMIN_TOKEN also works).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-}
 
 const HEADER: [&str; 8] = [
     "FILE",
@@ -42,47 +24,10 @@ const HEADER: [&str; 8] = [
 /// Enough of a SHA-256 to tell versions apart at a glance.
 const SHORT_HASH_LEN: usize = 12;
 
-pub async fn run(args: ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    let Some(config) = load_config(args.config, err) else {
-        return EXIT_USAGE;
-    };
-    let admin = args
-        .admin
-        .unwrap_or_else(|| config.admin.listen.to_string());
-    let url = format!("{}/plugins", base_url(&admin).trim_end_matches('/'));
-    let request = AdminRequest::get(&url).token(config.admin.token);
-    let body = match request.ok().await {
-        Ok(body) => body,
-        Err(error) => {
-            let _ = writeln!(err, "error: {error}");
-            let hint = match &error {
-                AdminClientError::InvalidUrl { .. } => return EXIT_USAGE,
-                AdminClientError::Unreachable { .. } => {
-                    "no host answers there: start one with `outbox-host run --config FILE`, or name \
-                     a running host with --admin HOST:PORT (its admin.listen) or --config FILE"
-                }
-                AdminClientError::Status {
-                    status: StatusCode::UNAUTHORIZED,
-                    ..
-                } => {
-                    "the host requires its admin.token: pass its --config FILE, or set \
-                     OUTBOX_ADMIN_TOKEN"
-                }
-                AdminClientError::Status { .. } => "is that address the host's admin.listen?",
-            };
-            let _ = writeln!(err, "{hint}");
-            return EXIT_FAILURE;
-        }
-    };
-    let page: PluginsPage = match serde_json::from_slice(&body) {
+pub async fn run(args: AdminArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let page: PluginsPage = match fetch(args, "/plugins", "a plugin list", err).await {
         Ok(page) => page,
-        Err(error) => {
-            let _ = writeln!(
-                err,
-                "error: {url} did not answer with a plugin list: {error}"
-            );
-            return EXIT_FAILURE;
-        }
+        Err(code) => return code,
     };
     let printed = if page.plugins.is_empty() {
         writeln!(out, "no plugin files in the plugins directory")
@@ -95,26 +40,6 @@ pub async fn run(args: ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
             let _ = writeln!(err, "error: cannot print the plugin list: {error}");
             EXIT_FAILURE
         }
-    }
-}
-
-/// `admin.listen` (`127.0.0.1:9464`) as a URL; a wildcard address (`0.0.0.0`, `[::]`) is reached
-/// on loopback. Anything with a scheme is taken as a URL as it is.
-fn base_url(admin: &str) -> String {
-    if admin.contains("://") {
-        return admin.to_owned();
-    }
-    match admin.parse::<SocketAddr>() {
-        Ok(mut addr) => {
-            if addr.ip().is_unspecified() {
-                addr.set_ip(match addr.ip() {
-                    IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
-                });
-            }
-            format!("http://{addr}")
-        }
-        Err(_) => format!("http://{admin}"),
     }
 }
 
@@ -179,15 +104,6 @@ mod tests {
             loaded_at: "2025-03-04T05:06:07.123456789+00:00".to_owned(),
             compiling_since: None,
         }
-    }
-
-    #[test]
-    fn an_admin_address_becomes_a_url_reached_on_loopback_when_it_is_a_wildcard() {
-        assert_eq!(base_url("127.0.0.1:9464"), "http://127.0.0.1:9464");
-        assert_eq!(base_url("0.0.0.0:9464"), "http://127.0.0.1:9464");
-        assert_eq!(base_url("[::]:9464"), "http://[::1]:9464");
-        assert_eq!(base_url("localhost:9464"), "http://localhost:9464");
-        assert_eq!(base_url("http://10.0.0.5:9464/"), "http://10.0.0.5:9464/");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! its host holding the doorbell (`doorbell.rs`).
 
 use super::claim_scopes::ScopeCalls;
+use super::destinations::{Admission, Permit};
 use super::doorbell::{LINGER_STEP, LoopDoorbell};
 use super::envelope;
 use super::observers::ObserverFeed;
@@ -36,8 +37,11 @@ struct Flight {
     destination: String,
     attempt: u32,
     max_attempts: u32,
-    /// `None` for a row whose envelope could not be built: no attempt, so no observer is told.
+    /// `None` for a row that was not attempted (its envelope could not be built, or a delivery
+    /// policy held it back), so no observer is told.
     envelope: Option<Arc<Envelope>>,
+    /// Its destination's admission, told how the call ended when it lands.
+    permit: Option<Permit>,
 }
 
 impl Landed {
@@ -96,12 +100,18 @@ pub(super) async fn run_loop(
         // Outcomes kept after a refusal wait for the next turn like everything else, so their
         // tries on their own are spread out.
         if state.landed.is_empty() && !again {
+            // A destination held back by time opens again with no insert or landing to tell.
+            let release = state.relay.destinations.next_release();
+            let released = tokio::time::sleep_until(
+                release.map_or_else(tokio::time::Instant::now, Into::into),
+            );
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(joined) = state.publishes.join_next_with_id(), if !state.publishes.is_empty() => state.land(joined),
                 _ = wake.notified() => {}
                 _ = poll.tick() => {}
                 Ok(()) = plugins.changed() => {}
+                _ = released, if release.is_some() => {}
             }
         }
         state.gather_while_saturated().await;
@@ -208,7 +218,7 @@ impl LoopState {
             Ok((id, finished)) => (id, Ok(finished)),
             Err(error) => (error.id(), Err(error)),
         };
-        let Some(flight) = self.flights.remove(&id) else {
+        let Some(mut flight) = self.flights.remove(&id) else {
             return;
         };
         self.relay.metrics.in_flight(-1);
@@ -225,6 +235,9 @@ impl LoopState {
             };
             (attempted, Duration::ZERO)
         });
+        if let Some(permit) = flight.permit.take() {
+            permit.finish(attempted.call_end());
+        }
         self.landed.push(Landed {
             flight,
             attempted,
@@ -255,6 +268,9 @@ impl LoopState {
             let saturated = self.saturated_types(&plugins);
             held_back = !saturated.is_empty();
             scopes.retain(|destination_type| !saturated.contains(destination_type));
+            for (destination_type, destinations) in self.relay.destinations.held_back() {
+                scopes.hold_back(destination_type, destinations);
+            }
             // The set was swapped while the scopes were asked: claim with the new one next turn
             // (the swap wakes the loop), so no claim made after a swap uses the old plugins.
             if !Arc::ptr_eq(&plugins, &self.relay.plugins.borrow()) {
@@ -264,6 +280,7 @@ impl LoopState {
         } else {
             ClaimScopes::new()
         };
+        let policies = self.relay.destinations.policies();
         for landed in std::mem::take(&mut self.landed) {
             let flight = &landed.flight;
             let decision = decide(
@@ -271,7 +288,7 @@ impl LoopState {
                 flight.attempt,
                 flight.max_attempts,
                 landed.attempted.clone(),
-                &settings,
+                policies.of(&flight.destination_type),
             );
             self.unrecorded.push(Unrecorded::new(landed, decision));
         }
@@ -377,30 +394,47 @@ impl LoopState {
             .collect()
     }
 
-    /// Hands each row to its handler in a task of its own. The envelope is built before the handler
-    /// lookup, so a row whose type lost its handler still has one for the observers.
+    /// Hands each row its destination admits to its handler in a task of its own; a row held back
+    /// lands at once, deferred. The envelope is built before the handler lookup, so a row whose
+    /// type lost its handler still has one for the observers.
     fn dispatch(&mut self, plugins: &PluginSet, rows: Vec<OutboxRecord>) {
-        for row in rows {
+        let destinations = self.relay.destinations.clone();
+        for mut row in rows {
             self.relay.metrics.claimed(&row.destination_type);
+            let policy = destinations.policies().of(&row.destination_type);
+            row.max_attempts = policy.max_attempts_of(row.max_attempts);
             let (id, claimed_at) = (row.id, row.claimed_at);
             let (destination_type, destination) =
                 (row.destination_type.clone(), row.destination.clone());
             match envelope::build(row) {
                 Ok(envelope) => {
                     let envelope = Arc::new(envelope);
-                    let handler = plugins.handler(&destination_type);
-                    let task = self.publishes.spawn(publish(handler, envelope.clone()));
-                    let flight = Flight {
+                    let mut flight = Flight {
                         id,
                         claimed_at,
-                        destination_type,
-                        destination,
                         attempt: envelope.attempt,
                         max_attempts: envelope.max_attempts,
-                        envelope: Some(envelope),
+                        envelope: None,
+                        permit: None,
+                        destination_type,
+                        destination,
                     };
-                    self.flights.insert(task.id(), flight);
-                    self.relay.metrics.in_flight(1);
+                    match destinations.admit(&flight.destination_type, &flight.destination) {
+                        Admission::Go { permit, start_at } => {
+                            let handler = plugins.handler(&flight.destination_type);
+                            let call = publish(handler, envelope.clone(), start_at);
+                            let task = self.publishes.spawn(call);
+                            flight.envelope = Some(envelope);
+                            flight.permit = Some(permit);
+                            self.flights.insert(task.id(), flight);
+                            self.relay.metrics.in_flight(1);
+                        }
+                        Admission::Hold { delay, .. } => self.landed.push(Landed {
+                            flight,
+                            attempted: Attempted::Held { delay },
+                            elapsed: Duration::ZERO,
+                        }),
+                    }
                 }
                 Err(invalid) => {
                     tracing::warn!(entry_id = id, error = %invalid, "dead-lettering a row that cannot be relayed");
@@ -412,6 +446,7 @@ impl LoopState {
                         attempt: 0,
                         max_attempts: 0,
                         envelope: None,
+                        permit: None,
                     };
                     let attempted = Attempted::Permanent {
                         message: invalid.to_string(),
@@ -445,7 +480,7 @@ impl LoopState {
             }
             if !matches!(
                 landed.attempted,
-                Attempted::NoHandler | Attempted::HostFailed { .. }
+                Attempted::NoHandler | Attempted::Held { .. } | Attempted::HostFailed { .. }
             ) {
                 metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
             }
@@ -560,15 +595,20 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark, now: DateTime
     }
 }
 
-/// One publish, timed from the call to its result. No handler means the type lost its plugin after
-/// the claim: the row is deferred.
+/// One publish, at `start_at` when its destination's rate limit reserved a slot ahead, timed from
+/// the call to its result. No handler means the type lost its plugin after the claim: the row is
+/// deferred.
 async fn publish(
     handler: Option<Arc<HandlerPlugin>>,
     envelope: Arc<Envelope>,
+    start_at: Option<Instant>,
 ) -> (Attempted, Duration) {
     let Some(handler) = handler else {
         return (Attempted::NoHandler, Duration::ZERO);
     };
+    if let Some(start_at) = start_at {
+        tokio::time::sleep_until(start_at.into()).await;
+    }
     let started = Instant::now();
     let call = handler
         .publish(&envelope)

@@ -6,6 +6,10 @@
 //! - `envelope.rs`: a claimed row as the envelope plugins receive;
 //! - `outcome.rs`: what a publish result means for the row (published, retry, dead letter, deferred);
 //! - `backoff.rs`: the retry delay;
+//! - `policy.rs`: each destination type's delivery policy (`[destinations.<TYPE>]` over `[relay]`);
+//! - `destinations.rs`: per-destination breakers and limits, admitting or holding each claimed row;
+//! - `breaker.rs`: one destination's circuit breaker;
+//! - `rate_limit.rs`: one destination's rate limit;
 //! - `claim_scopes.rs`: the claim scopes of the loaded handlers, asked each turn, failing closed per
 //!   destination type;
 //! - `observers.rs`: publish observers, notified once per attempt after the mark settles;
@@ -16,20 +20,28 @@
 //!   so inserting commits notify only then.
 
 mod backoff;
+mod breaker;
 mod claim_scopes;
 mod cycle;
+mod destinations;
 mod doorbell;
 mod envelope;
 mod observers;
 mod outcome;
+mod policy;
 mod progress;
+mod rate_limit;
 mod record;
 mod unclaimed;
 mod wakeup;
 
 pub use crate::repository::CHANNEL;
 pub use backoff::Backoff;
+pub use destinations::{
+    DestinationView, Destinations, DestinationsPage, HoldReason, MAX_TRACKED, fingerprint,
+};
 pub use doorbell::DOORBELL_APPLICATION_NAME;
+pub use policy::{DeliveryPolicies, DeliveryPolicy};
 pub use progress::RelayProgress;
 pub use wakeup::LISTENER_APPLICATION_NAME;
 
@@ -52,8 +64,6 @@ pub struct RelaySettings {
     pub polling_interval: Duration,
     pub batch_size: u32,
     pub max_in_flight: u32,
-    pub backoff: Backoff,
-    pub unresolvable_delay: Duration,
     pub shutdown_grace: Duration,
 }
 
@@ -66,8 +76,6 @@ impl RelaySettings {
             polling_interval: config.polling_interval,
             batch_size: config.batch_size,
             max_in_flight: config.max_in_flight,
-            backoff: Backoff::new(config.backoff_base_delay, config.backoff_max_delay),
-            unresolvable_delay: config.unresolvable_delay,
             shutdown_grace: config.shutdown_grace,
         }
     }
@@ -80,6 +88,8 @@ pub struct Relay {
     pub plugins: watch::Receiver<Arc<PluginSet>>,
     pub metrics: Metrics,
     pub settings: Arc<RelaySettings>,
+    /// Per-destination breakers and limits, with each type's delivery policy.
+    pub destinations: Arc<Destinations>,
     /// Sized for `settings.instances` loops.
     pub progress: Arc<RelayProgress>,
     /// Told of every completed turn.

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::RelaySettings;
+use super::DeliveryPolicy;
+use super::breaker::CallEnd;
 use crate::error_type::HostErrorType;
 use crate::plugins::{CallError, EntryDisposition, PublishOutcome, PublishResult};
 use crate::repository::{Mark, stored_error, stored_error_type};
@@ -24,6 +25,11 @@ pub(super) enum Attempted {
     Unresolvable,
     /// No loaded handler serves the row's destination type (a reload raced the claim).
     NoHandler,
+    /// A delivery policy held the row back before any call (an open breaker, a rate or
+    /// concurrency limit): it is deferred by `delay`, attempt unchanged.
+    Held {
+        delay: Duration,
+    },
     /// The publish failed inside the host, not in the plugin (its task panicked): the plugin's
     /// answer is unknown, so the row is tried again without spending an attempt.
     HostFailed {
@@ -32,6 +38,18 @@ pub(super) enum Attempted {
 }
 
 impl Attempted {
+    /// What the attempt tells the destination's circuit breaker: only a plugin's own answer counts.
+    pub fn call_end(&self) -> CallEnd {
+        match self {
+            Attempted::Success | Attempted::Permanent { .. } => CallEnd::Answered,
+            Attempted::Retryable { .. } => CallEnd::RetryableFailure,
+            Attempted::Unresolvable
+            | Attempted::NoHandler
+            | Attempted::Held { .. }
+            | Attempted::HostFailed { .. } => CallEnd::Unknown,
+        }
+    }
+
     /// A call that timed out, trapped or hit its memory limit is a retryable failure of this entry.
     pub fn from_call(result: Result<PublishResult, CallError>) -> Self {
         match result {
@@ -68,7 +86,7 @@ pub(super) struct Decision {
 /// Success → published; retryable → retry with backoff (at least the plugin's `retry-after-ms`, never
 /// past the backoff maximum), or dead letter once the incremented attempt reaches `max_attempts`,
 /// whether or not it asked for a delay; permanent → dead letter; unresolvable or no handler → deferred, attempt
-/// unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
+/// unchanged; held back by a delivery policy → deferred by the policy's delay, attempt unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
 /// letter. A plugin's message and error type are hostile input: they are decided in the form they
 /// are stored in (sanitized, cut), which is also what observers see.
 pub(super) fn decide(
@@ -76,7 +94,7 @@ pub(super) fn decide(
     attempt: u32,
     max_attempts: u32,
     attempted: Attempted,
-    settings: &RelaySettings,
+    policy: &DeliveryPolicy,
 ) -> Decision {
     match attempted {
         Attempted::Success => Decision {
@@ -110,8 +128,8 @@ pub(super) fn decide(
                     id,
                     new_attempt: i32::try_from(new_attempt).unwrap_or(i32::MAX),
                     delay: match retry_after {
-                        Some(asked) => settings.backoff.delay_at_least(attempt, asked),
-                        None => settings.backoff.delay(attempt),
+                        Some(asked) => policy.backoff.delay_at_least(attempt, asked),
+                        None => policy.backoff.delay(attempt),
                     },
                     last_error,
                     error_type: error_type.clone(),
@@ -141,7 +159,7 @@ pub(super) fn decide(
             mark: Mark::Retry {
                 id,
                 new_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
-                delay: settings.backoff.delay(attempt),
+                delay: policy.backoff.delay(attempt),
                 last_error: stored_error(&message),
                 error_type: Some(HostErrorType::HostFailure.as_str().to_owned()),
             },
@@ -149,10 +167,16 @@ pub(super) fn decide(
             disposition: EntryDisposition::RetryScheduled,
             error_type: Some(HostErrorType::HostFailure.as_str().to_owned()),
         },
+        Attempted::Held { delay } => Decision {
+            mark: Mark::Unresolvable { id, delay },
+            outcome: PublishOutcome::Unresolvable,
+            disposition: EntryDisposition::Deferred,
+            error_type: None,
+        },
         Attempted::Unresolvable | Attempted::NoHandler => Decision {
             mark: Mark::Unresolvable {
                 id,
-                delay: settings.unresolvable_delay,
+                delay: policy.unresolvable_delay,
             },
             outcome: PublishOutcome::Unresolvable,
             disposition: EntryDisposition::Deferred,
@@ -164,11 +188,14 @@ pub(super) fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RelayConfig;
+    use crate::config::{Config, RelayConfig};
+    use crate::relay::DeliveryPolicies;
     use crate::repository::{MAX_ERROR_TYPE_CHARS, MAX_LAST_ERROR_CHARS};
 
-    fn settings() -> RelaySettings {
-        RelaySettings::from_config(&RelayConfig::default())
+    fn settings() -> DeliveryPolicy {
+        DeliveryPolicies::from_config(&Config::default())
+            .of("WEBHOOK")
+            .clone()
     }
 
     fn retryable() -> Attempted {
@@ -281,6 +308,22 @@ mod tests {
             assert_eq!(decision.disposition, EntryDisposition::Deferred);
             assert_eq!(decision.mark.delay(), Some(settings().unresolvable_delay));
         }
+    }
+
+    #[test]
+    fn a_row_held_by_a_policy_is_deferred_by_the_policy_s_delay_without_an_attempt() {
+        let held = Attempted::Held {
+            delay: Duration::from_millis(1234),
+        };
+        let decision = decide(1, 19, 20, held, &settings());
+        assert_eq!(
+            decision.mark,
+            Mark::Unresolvable {
+                id: 1,
+                delay: Duration::from_millis(1234)
+            }
+        );
+        assert_eq!(decision.disposition, EntryDisposition::Deferred);
     }
 
     #[test]

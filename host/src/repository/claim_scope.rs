@@ -52,6 +52,9 @@ impl ClaimScope {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimScopes {
     by_type: BTreeMap<String, ClaimScope>,
+    /// Destinations, by type, whose rows are not to be claimed now whatever the scope says (their
+    /// delivery policy would only hold them back).
+    held_back: BTreeMap<String, Vec<String>>,
 }
 
 impl ClaimScopes {
@@ -66,6 +69,13 @@ impl ClaimScopes {
     pub fn with(mut self, destination_type: impl Into<String>, scope: ClaimScope) -> Self {
         self.insert(destination_type, scope);
         self
+    }
+
+    /// Leaves `destinations` of `destination_type` out of the claim.
+    pub fn hold_back(&mut self, destination_type: impl Into<String>, destinations: Vec<String>) {
+        if !destinations.is_empty() {
+            self.held_back.insert(destination_type.into(), destinations);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -145,7 +155,8 @@ pub(super) enum Bind<'a> {
 
 /// The destination-eligibility disjunction: `All` contributes a type predicate, a non-empty
 /// `Destinations` a type and `destination = ANY(...)` predicate, an empty one or a scope that fails
-/// [`ClaimScope::check`] nothing; with no predicate at all the filter is `FALSE`. Every value is
+/// [`ClaimScope::check`] nothing; with no predicate at all the filter is `FALSE`. A type with
+/// destinations held back adds `NOT (destination = ANY(...))` to its predicate. Every value is
 /// bound; parameters start at `first_param`.
 pub(super) fn eligibility(scopes: &ClaimScopes, first_param: usize) -> Eligibility<'_> {
     let mut predicates = Vec::new();
@@ -154,22 +165,33 @@ pub(super) fn eligibility(scopes: &ClaimScopes, first_param: usize) -> Eligibili
         if scope.check().is_err() {
             continue;
         }
-        let param = first_param + binds.len();
-        match scope {
+        let mut bind = |value| {
+            binds.push(value);
+            first_param + binds.len() - 1
+        };
+        let mut conditions = match scope {
             ClaimScope::All => {
-                predicates.push(format!("(o.destination_type = ${param})"));
-                binds.push(Bind::Text(destination_type));
+                vec![format!(
+                    "o.destination_type = ${}",
+                    bind(Bind::Text(destination_type))
+                )]
             }
-            ClaimScope::Destinations(targets) if !targets.is_empty() => {
-                predicates.push(format!(
-                    "(o.destination_type = ${param} AND o.destination = ANY(${}))",
-                    param + 1
-                ));
-                binds.push(Bind::Text(destination_type));
-                binds.push(Bind::TextArray(targets));
-            }
-            ClaimScope::Destinations(_) | ClaimScope::Unavailable => {}
+            ClaimScope::Destinations(targets) if !targets.is_empty() => vec![
+                format!(
+                    "o.destination_type = ${}",
+                    bind(Bind::Text(destination_type))
+                ),
+                format!("o.destination = ANY(${})", bind(Bind::TextArray(targets))),
+            ],
+            ClaimScope::Destinations(_) | ClaimScope::Unavailable => continue,
+        };
+        if let Some(held) = scopes.held_back.get(destination_type) {
+            conditions.push(format!(
+                "NOT (o.destination = ANY(${}))",
+                bind(Bind::TextArray(held))
+            ));
         }
+        predicates.push(format!("({})", conditions.join(" AND ")));
     }
     if predicates.is_empty() {
         return Eligibility::Nothing;
@@ -215,6 +237,30 @@ mod tests {
         );
         assert_eq!(binds.len(), 3);
         assert!(!sql.contains('x'), "target values are bound, never spliced");
+    }
+
+    #[test]
+    fn held_back_destinations_are_left_out_of_their_type_only() {
+        let mut scopes = ClaimScopes::new()
+            .with("A", ClaimScope::All)
+            .with("B", targets(&["x", "y"]))
+            .with("C", ClaimScope::All);
+        scopes.hold_back("A", vec!["down".into()]);
+        scopes.hold_back("B", vec!["y".into()]);
+        let Eligibility::Filter { sql, binds } = eligibility(&scopes, 3) else {
+            panic!("expected a filter");
+        };
+        assert_eq!(
+            sql,
+            "(o.destination_type = $3 AND NOT (o.destination = ANY($4))) OR \
+             (o.destination_type = $5 AND o.destination = ANY($6) AND NOT (o.destination = ANY($7))) OR \
+             (o.destination_type = $8)"
+        );
+        assert_eq!(binds.len(), 6);
+        assert!(
+            !sql.contains("down"),
+            "held destinations are bound, never spliced"
+        );
     }
 
     #[test]
