@@ -55,6 +55,20 @@ async fn main() {
     let (rows, aggregates) = (scaled(ROWS), scaled(AGGREGATES));
     let (large_rows, large_aggregates) = (scaled(LARGE_ROWS), scaled(LARGE_AGGREGATES));
     println!("throughput anchors (scale {scale}), NOOP rows, PostgreSQL on the same machine");
+    if let Ok(rounds) = std::env::var("ANCHORS_RELAY_ONLY") {
+        // Settings compared back to back (`OUTBOX_RELAY_*` reach the child): the relay's drains only.
+        for _ in 0..rounds
+            .parse()
+            .expect("ANCHORS_RELAY_ONLY is a number of rounds")
+        {
+            let relay = relay_drain(rows, aggregates, Holdback::None).await;
+            println!(
+                "relay, {rows} rows / {aggregates} aggregates: {:.0} rows/s",
+                relay.rate
+            );
+        }
+        return;
+    }
 
     let (graphile, node) = graphile_worker(rows).await;
     println!(

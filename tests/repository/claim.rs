@@ -375,3 +375,118 @@ async fn a_durable_turn_commits_as_the_server_says() {
         "on"
     );
 }
+
+// --- the floor: where a turn's claim starts while a backlog lasts ---------------------------------
+
+/// One relay turn of `repo` for `NODE`: records `published` and claims up to `batch` rows of `A`.
+async fn turn(
+    repo: &outbox_host::repository::OutboxRepository,
+    published: &[i64],
+    batch: u32,
+) -> Vec<i64> {
+    let marks: Vec<Mark> = published.iter().map(|&id| Mark::Published { id }).collect();
+    let cycle = repo
+        .mark_and_claim(NODE, &marks, Claims::OfOwner, batch, &all(&["A"]))
+        .await
+        .unwrap();
+    assert!(cycle.owned.iter().all(|owned| *owned));
+    ids(&cycle.claimed)
+}
+
+#[tokio::test]
+async fn a_reclaimed_head_below_the_floor_still_holds_its_aggregate_back_and_is_claimed_again() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let mut free = Vec::new();
+    for _ in 0..4 {
+        free.push(db.publish(entry("A", "x")).await);
+    }
+    let repo = db.repository();
+    // Full claims: the next one starts from the oldest PENDING row this one saw.
+    assert_eq!(turn(&repo, &[], 2).await, vec![head, free[0]]);
+    assert_eq!(turn(&repo, &[free[0]], 2).await, vec![free[1], free[2]]);
+    // The head's lease ends: PENDING again, below where the next claim starts (its sibling).
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET claimed_at = NOW() - INTERVAL '1 hour' WHERE id = {head}"
+    ))
+    .await;
+    assert_eq!(
+        repo.reclaim_stale(Duration::from_secs(60)).await.unwrap(),
+        1
+    );
+    // From the floor the sibling is met first, and waits behind its head; the claim comes back
+    // short, so the rows below the floor are claimed too: the head, never its sibling.
+    assert_eq!(
+        turn(&repo, &[free[1], free[2]], 2).await,
+        vec![head, free[3]]
+    );
+    assert_eq!(db.state_of(sibling).await, "PENDING");
+    assert_eq!(turn(&repo, &[head, free[3]], 2).await, vec![sibling]);
+}
+
+#[tokio::test]
+async fn a_row_committed_late_with_an_older_available_at_is_claimed_below_the_floor() {
+    let db = TestDb::new().await;
+    let mut rows = Vec::new();
+    for _ in 0..3 {
+        rows.push(db.publish(entry("A", "x")).await);
+    }
+    let repo = db.repository();
+    assert_eq!(turn(&repo, &[], 2).await, rows[..2]);
+    // A transaction that began before the claims commits its row now: its available_at (the
+    // transaction's NOW()) lies below where the next claim starts.
+    let mut late = entry("A", "x");
+    late.available_at = Some(Utc::now() - Delta::hours(1));
+    let late = db.publish(late).await;
+    assert_eq!(turn(&repo, &rows[..2], 2).await, vec![rows[2], late]);
+}
+
+#[tokio::test]
+async fn a_row_scheduled_before_the_floor_moved_on_is_claimed_once_due() {
+    let db = TestDb::new().await;
+    let scheduled = db
+        .publish(entry("A", "x").scheduled_at(Utc::now() + Delta::hours(1)))
+        .await;
+    let mut free = Vec::new();
+    for _ in 0..4 {
+        free.push(db.publish(entry("A", "x")).await);
+    }
+    let repo = db.repository();
+    assert_eq!(turn(&repo, &[], 2).await, free[..2]);
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET scheduled_at = NOW() - INTERVAL '1 second' WHERE id = {scheduled}"
+    ))
+    .await;
+    assert_eq!(turn(&repo, &free[..2], 2).await, vec![scheduled, free[2]]);
+}
+
+#[tokio::test]
+async fn a_head_retried_behind_its_siblings_available_at_is_still_delivered_first() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let mut free = Vec::new();
+    for _ in 0..6 {
+        free.push(db.publish(entry("A", "x")).await);
+    }
+    let repo = db.repository();
+    assert_eq!(turn(&repo, &[], 2).await, vec![head, free[0]]);
+    // Retried at once: due again after every row here, so the scan meets its sibling (lower
+    // available_at, higher id) first; the sibling still waits for it.
+    assert!(
+        repo.mark_retry(head, NODE, 1, Duration::ZERO, "boom", None)
+            .await
+            .unwrap()
+    );
+    assert_eq!(turn(&repo, &[free[0]], 2).await, vec![free[1], free[2]]);
+    assert_eq!(
+        turn(&repo, &[free[1], free[2]], 4).await,
+        vec![head, free[3], free[4], free[5]]
+    );
+    assert_eq!(db.state_of(sibling).await, "PENDING");
+    assert_eq!(
+        turn(&repo, &[head, free[3], free[4], free[5]], 4).await,
+        vec![sibling]
+    );
+}

@@ -114,6 +114,7 @@ pub(super) async fn run_loop(
                 _ = released, if release.is_some() => {}
             }
         }
+        state.gather_while_saturated().await;
         while let Some(joined) = state.publishes.try_join_next_with_id() {
             state.land(joined);
         }
@@ -188,6 +189,8 @@ struct LoopState {
     recording_failed: bool,
     observers: ObserverFeed,
     scope_calls: ScopeCalls,
+    /// How many types the last turn left out as saturated, when it found nothing else to claim.
+    saturated_only: Option<usize>,
 }
 
 impl LoopState {
@@ -203,6 +206,7 @@ impl LoopState {
             recording_failed: false,
             observers,
             scope_calls: ScopeCalls::default(),
+            saturated_only: None,
         }
     }
 
@@ -245,6 +249,7 @@ impl LoopState {
     /// one transaction (after a failed turn, the kept outcomes are recorded on their own first).
     /// `Ok` with what the claim found; `Err` when the turn failed, its outcomes kept for the next.
     async fn turn(&mut self, claiming: bool) -> Result<Claimed, ()> {
+        self.saturated_only = None;
         let settings = self.relay.settings.clone();
         let free = (settings.max_in_flight as usize).saturating_sub(self.flights.len());
         let batch = if claiming {
@@ -319,6 +324,9 @@ impl LoopState {
                     n if n * 4 < batch as usize => Claimed::Few,
                     _ => Claimed::Some,
                 };
+                if claimed == Claimed::NoRoom && held_back {
+                    self.saturated_only = Some(self.saturated_types(&plugins).len());
+                }
                 self.dispatch(&plugins, cycle.claimed);
                 Ok(claimed)
             }
@@ -345,6 +353,25 @@ impl LoopState {
             return Err(());
         }
         Ok(())
+    }
+
+    /// When the last turn found nothing to claim but the types it left out as saturated, a turn for
+    /// the first publish that lands could only record that one outcome, in a transaction of its
+    /// own, and the next claim would take a sliver. Gathers further landings until a type has room
+    /// again (or [`LINGER_STEP`] has passed, or nothing is in flight), so one turn records them all
+    /// and claims a batch.
+    async fn gather_while_saturated(&mut self) {
+        let Some(saturated) = self.saturated_only else {
+            return;
+        };
+        let plugins = self.relay.plugins.borrow().clone();
+        let deadline = tokio::time::Instant::now() + LINGER_STEP;
+        while !self.publishes.is_empty() && self.saturated_types(&plugins).len() >= saturated {
+            match tokio::time::timeout_at(deadline, self.publishes.join_next_with_id()).await {
+                Ok(Some(joined)) => self.land(joined),
+                Ok(None) | Err(_) => break,
+            }
+        }
     }
 
     /// Types whose plugin already has as many of this loop's publishes as it may run at once. They

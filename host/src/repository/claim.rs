@@ -1,9 +1,28 @@
 //! Claiming rows: one short statement marks eligible PENDING rows PROCESSING for this node.
+//!
+//! The claim scans `idx_outbox_pending` in (available_at, id) order. The front of that index holds
+//! the entries of every row claimed since the table was last vacuumed, and while any transaction of
+//! the database stays open (holding back vacuum) none of them can be cleaned up: a scan from the
+//! front then steps over all of them, and a claim costs more the more rows were delivered before it.
+//! So each claimer remembers a floor, the oldest PENDING row its last claim saw (of any type,
+//! scheduled or not, due or not), and while the outbox has a backlog (its last claim came back full)
+//! it starts the next scan there. A row can appear below the floor only by a commit that comes late
+//! (a transaction's `NOW()` is its start), a lease reclaimed, or another claimer's claim rolled back:
+//! a claim that comes back short is completed by a scan from the front, and at least every
+//! [`FULL_SCAN_EVERY`] a claim scans from the front anyway, so such a row waits that long at most
+//! while the backlog lasts. Head-of-line is checked in full by every claim, floor or not.
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::{Claims, record_marks};
 use super::{ClaimScopes, Mark, OutboxRecord, OutboxRepository, RepositoryError, Statements};
-use sqlx::PgConnection;
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, Row};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// While a backlog lasts, a claim scans from the front of the PENDING rows at least this often.
+pub const FULL_SCAN_EVERY: Duration = Duration::from_secs(1);
 
 /// The result of [`OutboxRepository::mark_and_claim`]: the marks' owner answers, and the claim.
 #[derive(Debug)]
@@ -14,10 +33,76 @@ pub struct MarkAndClaim {
     pub claimed: Vec<OutboxRecord>,
 }
 
+/// What a claimer learnt from its last claim. Only a hint: losing it costs one scan from the front.
+#[derive(Clone, Copy, Debug)]
+struct Floor {
+    /// The oldest PENDING row (available_at, id) the last claim saw.
+    at: (DateTime<Utc>, i64),
+    /// The last claim came back full: a backlog is likely waiting.
+    full: bool,
+    /// When a claim last scanned from the front.
+    scanned_from_front: Instant,
+}
+
+/// Per claimer (`claimed_by`), shared by the clones of one repository.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Floors(Arc<Mutex<HashMap<String, Floor>>>);
+
+impl Floors {
+    /// Where `claimed_by`'s next scan may start, if anywhere but the front.
+    fn start(&self, claimed_by: &str) -> Option<(DateTime<Utc>, i64)> {
+        let floors = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        floors
+            .get(claimed_by)
+            .filter(|floor| floor.full && floor.scanned_from_front.elapsed() < FULL_SCAN_EVERY)
+            .map(|floor| floor.at)
+    }
+
+    /// After a committed claim: `scanned` is what it found, `from_front` whether it scanned there.
+    fn learn(&self, claimed_by: &str, scanned: Scanned, from_front: bool, full: bool) {
+        let mut floors = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let previous = floors.get(claimed_by).copied();
+        let scanned_from_front = match previous {
+            Some(previous) if !from_front => previous.scanned_from_front,
+            _ => Instant::now(),
+        };
+        match scanned.floor {
+            Some(at) => {
+                floors.insert(
+                    claimed_by.to_owned(),
+                    Floor {
+                        at,
+                        full,
+                        scanned_from_front,
+                    },
+                );
+            }
+            // Nothing claimed, so nothing learnt: the next claim scans from the front.
+            None => {
+                floors.remove(claimed_by);
+            }
+        }
+    }
+}
+
+/// What one claim statement found.
+struct Scanned {
+    rows: Vec<OutboxRecord>,
+    /// The oldest PENDING row at or above where the scan started, when it claimed anything.
+    floor: Option<(DateTime<Utc>, i64)>,
+}
+
 impl OutboxRepository {
     /// Claims up to `batch_size` rows this node can deliver (`scopes`), skipping rows other
     /// claimers hold, and returns them in id order. A scope that fails [`ClaimScope::check`] leaves
     /// out its own destination type only; a filter that can match nothing runs no statement at all.
+    /// It always scans from the front.
     ///
     /// [`ClaimScope::check`]: super::ClaimScope::check
     pub async fn claim_batch(
@@ -30,14 +115,21 @@ impl OutboxRepository {
             return Ok(Vec::new());
         };
         let mut conn = self.pool.acquire().await?;
-        Ok(claim(&mut conn, &self.sql, &sql, binds, batch_size, claimed_by).await?)
+        let scanned = claim(
+            &mut conn, &self.sql, &sql, &binds, batch_size, claimed_by, None,
+        )
+        .await?;
+        let mut rows = scanned.rows;
+        rows.sort_unstable_by_key(|row| row.id);
+        Ok(rows)
     }
 
     /// Records `marks` and claims the next batch in one transaction: one commit instead of two, and
     /// the claim already sees the rows just marked, so the next row of each finished aggregate is
     /// claimable at once. If any mark is refused, nothing of the turn is recorded or claimed: the
     /// caller then records the marks on their own ([`OutboxRepository::mark_batch`]). Commits as
-    /// [`OutboxRepository::with_turn_commit`] set.
+    /// [`OutboxRepository::with_turn_commit`] set. The claim starts at `claimed_by`'s floor while a
+    /// backlog lasts (see the module's documentation).
     pub async fn mark_and_claim(
         &self,
         claimed_by: &str,
@@ -58,13 +150,41 @@ impl OutboxRepository {
         }
         let mut tx = self.begin(self.turn_commit).await?;
         let owned = record_marks(&mut tx, &self.sql, claimed_by, marks, claims).await?;
-        let claimed = match filter {
-            Some((sql, binds)) => {
-                claim(&mut tx, &self.sql, &sql, binds, batch_size, claimed_by).await?
-            }
-            None => Vec::new(),
+        let Some((sql, binds)) = filter else {
+            tx.commit().await?;
+            return Ok(MarkAndClaim {
+                owned,
+                claimed: Vec::new(),
+            });
         };
+        let start = self.floors.start(claimed_by);
+        let mut scanned = claim(
+            &mut tx, &self.sql, &sql, &binds, batch_size, claimed_by, start,
+        )
+        .await?;
+        let mut from_front = start.is_none();
+        let missing = batch_size as usize - scanned.rows.len().min(batch_size as usize);
+        if start.is_some() && missing > 0 {
+            // Short from the floor: what may wait below it is claimed too before the loop rests.
+            let front = claim(
+                &mut tx,
+                &self.sql,
+                &sql,
+                &binds,
+                u32::try_from(missing).unwrap_or(u32::MAX),
+                claimed_by,
+                None,
+            )
+            .await?;
+            from_front = true;
+            scanned.rows.extend(front.rows);
+            scanned.floor = front.floor.or(scanned.floor);
+        }
         tx.commit().await?;
+        let full = scanned.rows.len() >= batch_size as usize;
+        let mut claimed = std::mem::take(&mut scanned.rows);
+        self.floors.learn(claimed_by, scanned, from_front, full);
+        claimed.sort_unstable_by_key(|row| row.id);
         Ok(MarkAndClaim { owned, claimed })
     }
 }
@@ -73,21 +193,46 @@ async fn claim(
     conn: &mut PgConnection,
     statements: &Statements,
     filter: &str,
-    binds: Vec<Bind<'_>>,
+    binds: &[Bind<'_>],
     batch_size: u32,
     claimed_by: &str,
-) -> Result<Vec<OutboxRecord>, sqlx::Error> {
-    let sql = statements.claim_template.replace("{eligibility}", filter);
-    let mut query = sqlx::query_as::<_, OutboxRecord>(&sql)
+    start: Option<(DateTime<Utc>, i64)>,
+) -> Result<Scanned, sqlx::Error> {
+    let floor = match start {
+        Some(_) => {
+            let first = 3 + binds.len();
+            format!("(o.available_at, o.id) >= (${first}, ${})", first + 1)
+        }
+        None => "TRUE".to_owned(),
+    };
+    let sql = statements
+        .claim_template
+        .replace("{eligibility}", filter)
+        .replace("{floor}", &floor);
+    let mut query = sqlx::query(&sql)
         .bind(i64::from(batch_size))
         .bind(claimed_by);
     for bind in binds {
         query = match bind {
-            Bind::Text(value) => query.bind(value),
-            Bind::TextArray(values) => query.bind(values),
+            Bind::Text(value) => query.bind(*value),
+            Bind::TextArray(values) => query.bind(*values),
         };
     }
-    let mut rows = query.fetch_all(conn).await?;
-    rows.sort_unstable_by_key(|row| row.id);
-    Ok(rows)
+    if let Some((available_at, id)) = start {
+        query = query.bind(available_at).bind(id);
+    }
+    let found = query.fetch_all(conn).await?;
+    let floor = match found.first() {
+        Some(row) => {
+            let available_at: Option<DateTime<Utc>> = row.try_get("floor_available_at")?;
+            let id: Option<i64> = row.try_get("floor_id")?;
+            available_at.zip(id)
+        }
+        None => None,
+    };
+    let rows = found
+        .iter()
+        .map(OutboxRecord::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Scanned { rows, floor })
 }

@@ -25,7 +25,8 @@ pub(crate) struct Statements {
     pub tables: Tables,
     pub insert_outbox: String,
     pub insert_inbox: String,
-    /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes.
+    /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes, and `{floor}`
+    /// with where its scan starts (`claim.rs`).
     pub claim_template: String,
     pub mark: String,
     pub reclaim_stale: String,
@@ -65,26 +66,46 @@ impl Statements {
                 "INSERT INTO {inbox} (message_id, source) VALUES ($1, $2) ON CONFLICT DO NOTHING"
             ),
             // Head-of-line: a row is claimable only when no PENDING or PROCESSING row of its aggregate
-            // has a lower id, so one aggregate's rows are delivered one at a time, in id order.
+            // has a lower id, so one aggregate's rows are delivered one at a time, in id order. The
+            // probe reads `idx_outbox_aggregate` downwards from the row: a row behind its head meets a
+            // live sibling at once, rather than first stepping over every row of its aggregate
+            // already delivered (versions vacuum may not have removed yet).
+            //
+            // `{floor}` is `TRUE`, or a lower bound on (available_at, id) the claimer learnt from its
+            // last claim (`repository/claim.rs`): the scan then starts there instead of stepping over
+            // the index entries of every row claimed since the last vacuum, which an open transaction
+            // elsewhere keeps from being cleaned up at all. Each claim returns the next floor, the
+            // first PENDING row at or above the bound (of any type), as `floor_available_at` and
+            // `floor_id`, read in the claim's own snapshot.
             claim_template: format!(
-                "WITH candidates AS ( \
+                "WITH floor AS ( \
+                   SELECT o.available_at, o.id FROM {outbox} o \
+                   WHERE o.state = 'PENDING' AND ({{floor}}) \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT 1), \
+                 candidates AS ( \
                    SELECT o.id FROM {outbox} o \
                    WHERE o.state = 'PENDING' \
                      AND o.available_at <= NOW() \
+                     AND ({{floor}}) \
                      AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) \
                      AND ({{eligibility}}) \
-                     AND (o.aggregate_id IS NULL OR NOT EXISTS ( \
-                           SELECT 1 FROM {outbox} h \
+                     AND (o.aggregate_id IS NULL OR ( \
+                           SELECT h.id FROM {outbox} h \
                            WHERE h.aggregate_id = o.aggregate_id \
                              AND h.state IN ('PENDING', 'PROCESSING') \
-                             AND h.id < o.id)) \
+                             AND h.id < o.id \
+                           ORDER BY h.id DESC \
+                           LIMIT 1) IS NULL) \
                    ORDER BY o.available_at, o.id \
                    LIMIT $1 \
                    FOR UPDATE SKIP LOCKED) \
                  UPDATE {outbox} AS o \
                  SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
                  FROM candidates c WHERE o.id = c.id \
-                 RETURNING {record_columns}"
+                 RETURNING {record_columns}, \
+                   (SELECT available_at FROM floor) AS floor_available_at, \
+                   (SELECT id FROM floor) AS floor_id"
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
