@@ -111,6 +111,9 @@ fn service_config(options: &DemoOptions, plugins: &DemoPlugins) -> Config {
     config.relay.polling_interval = Duration::from_millis(100);
     config.relay.backoff_base_delay = Duration::from_millis(50);
     config.relay.backoff_max_delay = Duration::from_secs(1);
+    // `/flaky` fails every row's first try, so its breaker opens: a short cool-down keeps the
+    // demo's retries as quick as its backoff.
+    config.relay.breaker_cool_down = Duration::from_millis(500);
     config
 }
 
