@@ -622,6 +622,85 @@ async fn a_call_is_cut_at_two_thirds_of_the_lease_whatever_its_manifest_allows()
     host.stop().await;
 }
 
+/// A turn may claim more rows of a type than its plugin runs at once, and the leases of those that
+/// wait for a free call run meanwhile. A row whose call could no longer end well inside its lease
+/// is handed back without a call and without spending an attempt, so no call outlives its lease:
+/// every row is called once, and every outcome is recorded.
+#[tokio::test]
+async fn a_row_left_waiting_for_a_busy_plugin_is_handed_back_before_its_lease_runs_out() {
+    let db = TestDb::new().await;
+    let dir = ScratchDir::new("relay-busy-plugin-lease");
+    let scripted = format!("scripted_{}", db.schema);
+    dir.add_plugin(&scripted, plugins::SCRIPTED);
+    dir.add_manifest(
+        &scripted,
+        "[limits]\nmax_concurrency = 1\ntimeout_ms = 1000\n",
+    );
+    let recorder = format!("recorder_{}", db.schema);
+    dir.add_plugin(&recorder, plugins::RECORDER);
+    let mut config = host::config(&db, dir.path());
+    // A call may start up to 1.5 s after its claim (3 s less the 1 s limit and a sixth of the
+    // lease); the sixth row, called one after another at 700 ms each, would start after 3.5 s.
+    config.relay.lease_timeout = Duration::from_millis(3000);
+    config.maintenance.stale_lease_recovery_cron = "* * * * * *".parse().unwrap();
+    let host = TestHost::start(&config).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let slow = OutboxEntry::new(
+            "test.event",
+            "SCRIPTED",
+            "x",
+            serde_json::json!({"delay_ms": 700}),
+        );
+        ids.push(db.outbox().publish(&mut tx, slow).await.unwrap());
+    }
+    tx.commit().await.unwrap();
+    wait_until("every row is published", SETTLE, || async {
+        db.count("PUBLISHED").await == 6
+    })
+    .await;
+    wait_until(
+        "the observer has seen every recorded outcome",
+        SETTLE,
+        || async {
+            log_capture::lines_of(&recorder)
+                .iter()
+                .filter(|l| l.contains("disposition_recorded=true"))
+                .count()
+                == 6
+        },
+    )
+    .await;
+    let observed: Vec<String> = log_capture::lines_of(&recorder)
+        .into_iter()
+        .filter(|l| l.contains("publish-completed"))
+        .collect();
+    assert!(
+        observed
+            .iter()
+            .all(|l| l.contains("outcome=success") && l.contains("disposition_recorded=true")),
+        "no call outlived its lease: {observed:#?}"
+    );
+    for id in &ids {
+        let marker = format!("entry_id={id}");
+        let calls = log_capture::lines_of(&scripted)
+            .iter()
+            .filter(|l| l.ends_with(&marker) || l.contains(&format!("{marker} ")))
+            .count();
+        assert_eq!(calls, 1, "row {id} was called once");
+        let row = db.repository().find(*id).await.unwrap().unwrap();
+        assert_eq!(row.attempt, 0, "no attempt was spent");
+    }
+    assert!(
+        host.metric("outbox_deferred_total{destination_type=\"SCRIPTED\"}")
+            .await
+            >= 1.0,
+        "rows were handed back"
+    );
+    host.stop().await;
+}
+
 /// The `seq` of every webhook request the stub received, in arrival order.
 fn delivered_seqs(stub: &StubServer) -> Vec<u64> {
     stub.requests()

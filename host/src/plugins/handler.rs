@@ -1,11 +1,12 @@
 //! A loaded destination handler: the relay's view of one `destination-handler` component.
 
 use std::fmt;
+use std::time::Instant;
 
 use crate::plugins::bindings::{DestinationHandlerPre, Envelope, PublishResult, Scope};
 use crate::plugins::error::{CallError, LoadError};
 use crate::plugins::manifest::Limits;
-use crate::plugins::pool::{CallKind, InstancePool};
+use crate::plugins::pool::{CallKind, InstancePool, NotStarted};
 use crate::plugins::sandbox::StoreState;
 use crate::plugins::stats::CallStatsSnapshot;
 
@@ -77,6 +78,23 @@ impl HandlerPlugin {
     pub async fn publish(&self, envelope: &Envelope) -> Result<PublishResult, CallError> {
         self.pool
             .call(CallKind::Work, async |store, handler| {
+                handler
+                    .outbox_relay_handler()
+                    .call_publish(store, envelope)
+                    .await
+            })
+            .await
+    }
+
+    /// As [`HandlerPlugin::publish`], but gives up without calling when the plugin's calls keep
+    /// every permit taken until `start_by`.
+    pub async fn publish_starting_by(
+        &self,
+        envelope: &Envelope,
+        start_by: Instant,
+    ) -> Result<Result<PublishResult, CallError>, NotStarted> {
+        self.pool
+            .call_starting_by(CallKind::Work, start_by, async |store, handler| {
                 handler
                     .outbox_relay_handler()
                     .call_publish(store, envelope)

@@ -43,7 +43,7 @@ pub use handler::{HandlerPlugin, ScopeSummary};
 pub use loader::{LoadedPlugin, Plugin, World};
 pub use manifest::{Limits, Manifest, ManifestError};
 pub use observer::ObserverPlugin;
-pub use pool::PoolPolicy;
+pub use pool::{NotStarted, PoolPolicy};
 pub use registry::{FileChange, PluginSet, PluginState, PluginStatus};
 pub use stats::CallStatsSnapshot;
 pub use watcher::{PluginWatcher, WatchSettings};

@@ -92,6 +92,10 @@ struct Kept<B> {
     calls: u32,
 }
 
+/// A call given up before it started: its plugin's permits stayed taken past its `start_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotStarted;
+
 pub(crate) struct InstancePool<P: WorldPre> {
     pre: P,
     sandbox: Sandbox,
@@ -176,33 +180,74 @@ impl<P: WorldPre> InstancePool<P> {
         Ok(())
     }
 
-    /// Every call into a plugin goes through here, so none runs without its permit, its deadline,
-    /// its transfer limit and the pool's judgement of how it ended: `call` gets an instance's store
-    /// and bindings and makes the one guest call.
+    /// Every call into a plugin goes through here (or through [`InstancePool::call_starting_by`]),
+    /// so none runs without its permit, its deadline, its transfer limit and the pool's judgement
+    /// of how it ended: `call` gets an instance's store and bindings and makes the one guest call.
     pub(crate) async fn call<R>(
         &self,
         kind: CallKind,
         call: impl AsyncFnOnce(&mut Store<StoreState>, &P::Bindings) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
-        let mut lease = self.lease(kind).await?;
+        let permit = self.permit(kind).await?;
+        self.call_holding(kind, permit, call).await
+    }
+
+    /// As [`InstancePool::call`], unless no permit comes free by `start_by`: then the call is not
+    /// made at all. A relay row claimed in a batch larger than the plugin's `max_concurrency` waits
+    /// here, and its lease runs while it waits; a call started too late could outlive the lease.
+    pub(crate) async fn call_starting_by<R>(
+        &self,
+        kind: CallKind,
+        start_by: Instant,
+        call: impl AsyncFnOnce(&mut Store<StoreState>, &P::Bindings) -> wasmtime::Result<R>,
+    ) -> Result<Result<R, CallError>, NotStarted> {
+        // A timeout polls its future before its deadline, so a permit free after `start_by` would
+        // otherwise still be taken.
+        if Instant::now() >= start_by {
+            return Err(NotStarted);
+        }
+        let permit = tokio::time::timeout_at(start_by.into(), self.permit(kind))
+            .await
+            .map_err(|_elapsed| NotStarted)?;
+        Ok(match permit {
+            Ok(permit) => self.call_holding(kind, permit, call).await,
+            Err(error) => Err(error),
+        })
+    }
+
+    async fn call_holding<'p, R>(
+        &'p self,
+        kind: CallKind,
+        permit: SemaphorePermit<'p>,
+        call: impl AsyncFnOnce(&mut Store<StoreState>, &P::Bindings) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let mut lease = self.lease(kind, permit).await?;
         let (store, bindings, limit) = lease.arm();
         let result = tokio::time::timeout(limit, call(store, bindings)).await;
         lease.settle(result)
     }
 
-    /// Waits for a permit of `kind`, then takes an idle instance or makes one. The call's clock
-    /// starts once the permit is held: waiting behind the plugin's own calls is not its time.
-    async fn lease(&self, kind: CallKind) -> Result<Lease<'_, P>, CallError> {
+    /// Waits for a permit of `kind`: at most `max_concurrency` calls at once.
+    async fn permit(&self, kind: CallKind) -> Result<SemaphorePermit<'_>, CallError> {
         let permits = match kind {
             CallKind::Work => &self.calls,
             CallKind::Control => &self.control,
         };
-        let permit = permits
+        permits
             .acquire()
             .await
             .map_err(|_closed| CallError::Instantiate {
                 reason: "the plugin is unloading".into(),
-            })?;
+            })
+    }
+
+    /// Takes an idle instance or makes one, for a call holding `permit`. The call's clock starts
+    /// once the permit is held: waiting behind the plugin's own calls is not its time.
+    async fn lease<'p>(
+        &'p self,
+        kind: CallKind,
+        permit: SemaphorePermit<'p>,
+    ) -> Result<Lease<'p, P>, CallError> {
         let started = Instant::now();
         let idle = self
             .idle

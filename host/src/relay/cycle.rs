@@ -17,7 +17,7 @@ use super::record::{Unrecorded, marks_of, record_apart};
 use super::{Relay, entry_span};
 use crate::error_type::HostErrorType;
 use crate::metrics::{Metrics, NO_ERROR_TYPE_LABEL};
-use crate::plugins::{Envelope, HandlerPlugin, PluginSet, PublishCompleted};
+use crate::plugins::{Envelope, HandlerPlugin, NotStarted, PluginSet, PublishCompleted};
 use crate::repository::{ClaimScopes, Claims, Mark, OutboxRecord};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
@@ -301,6 +301,8 @@ impl LoopState {
             Vec::new()
         };
         let (marks, claims) = marks_of(&self.unrecorded);
+        // No later than the claim's `NOW()`: the rows' leases run from there.
+        let claimed_from = Instant::now();
         let result = self
             .relay
             .repository
@@ -327,7 +329,7 @@ impl LoopState {
                 if claimed == Claimed::NoRoom && held_back {
                     self.saturated_only = Some(self.saturated_types(&plugins).len());
                 }
-                self.dispatch(&plugins, cycle.claimed);
+                self.dispatch(&plugins, cycle.claimed, claimed_from);
                 Ok(claimed)
             }
             Err(error) => {
@@ -396,8 +398,9 @@ impl LoopState {
 
     /// Hands each row its destination admits to its handler in a task of its own; a row held back
     /// lands at once, deferred. The envelope is built before the handler lookup, so a row whose
-    /// type lost its handler still has one for the observers.
-    fn dispatch(&mut self, plugins: &PluginSet, rows: Vec<OutboxRecord>) {
+    /// type lost its handler still has one for the observers. Rows were claimed no earlier than
+    /// `claimed_from`.
+    fn dispatch(&mut self, plugins: &PluginSet, rows: Vec<OutboxRecord>, claimed_from: Instant) {
         let destinations = self.relay.destinations.clone();
         for mut row in rows {
             self.relay.metrics.claimed(&row.destination_type);
@@ -422,7 +425,8 @@ impl LoopState {
                     match destinations.admit(&flight.destination_type, &flight.destination) {
                         Admission::Go { permit, start_at } => {
                             let handler = plugins.handler(&flight.destination_type);
-                            let call = publish(handler, envelope.clone(), start_at);
+                            let lease = (claimed_from, self.relay.settings.lease_timeout);
+                            let call = publish(handler, envelope.clone(), start_at, lease);
                             let task = self.publishes.spawn(call);
                             flight.envelope = Some(envelope);
                             flight.permit = Some(permit);
@@ -478,13 +482,19 @@ impl LoopState {
             if recorded {
                 record_outcome(metrics, &flight, &decision.mark, now);
             }
-            if !matches!(
+            let called = !matches!(
                 landed.attempted,
-                Attempted::NoHandler | Attempted::Held { .. } | Attempted::HostFailed { .. }
-            ) {
+                Attempted::NoHandler
+                    | Attempted::NotStarted
+                    | Attempted::Held { .. }
+                    | Attempted::HostFailed { .. }
+            );
+            if called {
                 metrics.publish_duration(&flight.destination_type, landed.elapsed.as_secs_f64());
             }
-            let Some(envelope) = flight.envelope.filter(|_| observed) else {
+            // A row no call was made for is no attempt to observe.
+            let not_started = matches!(landed.attempted, Attempted::NotStarted);
+            let Some(envelope) = flight.envelope.filter(|_| observed && !not_started) else {
                 continue;
             };
             let event = PublishCompleted {
@@ -595,24 +605,39 @@ fn record_outcome(metrics: &Metrics, flight: &Flight, mark: &Mark, now: DateTime
     }
 }
 
+/// The latest a row's call may start: a call that starts then and runs to its time limit still
+/// ends with a sixth of the lease left to record its outcome, before lease recovery could hand the
+/// row to another call. A batch larger than a plugin's `max_concurrency` waits for its permits,
+/// and the leases of its rows run meanwhile.
+fn start_by(claimed_from: Instant, lease: Duration, time_limit: Duration) -> Instant {
+    claimed_from + lease.saturating_sub(time_limit + lease / 6)
+}
+
 /// One publish, at `start_at` when its destination's rate limit reserved a slot ahead, timed from
 /// the call to its result. No handler means the type lost its plugin after the claim: the row is
-/// deferred.
+/// deferred, as is a row whose call could not start in time for its `lease` (from when, how long).
 async fn publish(
     handler: Option<Arc<HandlerPlugin>>,
     envelope: Arc<Envelope>,
     start_at: Option<Instant>,
+    (claimed_from, lease): (Instant, Duration),
 ) -> (Attempted, Duration) {
     let Some(handler) = handler else {
         return (Attempted::NoHandler, Duration::ZERO);
     };
+    let start_by = start_by(claimed_from, lease, handler.limits().timeout());
     if let Some(start_at) = start_at {
         tokio::time::sleep_until(start_at.into()).await;
     }
     let started = Instant::now();
     let call = handler
-        .publish(&envelope)
+        .publish_starting_by(&envelope, start_by)
         .instrument(entry_span(envelope.entry_id, envelope.attempt));
-    let attempted = Attempted::from_call(call.await);
-    (attempted, started.elapsed())
+    match call.await {
+        Ok(result) => (Attempted::from_call(result), started.elapsed()),
+        Err(NotStarted) => {
+            tracing::debug!(entry_id = envelope.entry_id, destination_type = %envelope.destination_type, "the plugin stayed busy too long for the call to end within the row's lease; the row is deferred");
+            (Attempted::NotStarted, Duration::ZERO)
+        }
+    }
 }

@@ -64,6 +64,7 @@ pub struct RelaySettings {
     pub polling_interval: Duration,
     pub batch_size: u32,
     pub max_in_flight: u32,
+    pub lease_timeout: Duration,
     pub shutdown_grace: Duration,
 }
 
@@ -76,6 +77,7 @@ impl RelaySettings {
             polling_interval: config.polling_interval,
             batch_size: config.batch_size,
             max_in_flight: config.max_in_flight,
+            lease_timeout: config.lease_timeout,
             shutdown_grace: config.shutdown_grace,
         }
     }

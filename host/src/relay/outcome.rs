@@ -25,6 +25,9 @@ pub(super) enum Attempted {
     Unresolvable,
     /// No loaded handler serves the row's destination type (a reload raced the claim).
     NoHandler,
+    /// The plugin's calls kept every permit taken until it was too late to start the call within
+    /// the row's lease: it is deferred, attempt unchanged.
+    NotStarted,
     /// A delivery policy held the row back before any call (an open breaker, a rate or
     /// concurrency limit): it is deferred by `delay`, attempt unchanged.
     Held {
@@ -45,6 +48,7 @@ impl Attempted {
             Attempted::Retryable { .. } => CallEnd::RetryableFailure,
             Attempted::Unresolvable
             | Attempted::NoHandler
+            | Attempted::NotStarted
             | Attempted::Held { .. }
             | Attempted::HostFailed { .. } => CallEnd::Unknown,
         }
@@ -85,8 +89,8 @@ pub(super) struct Decision {
 
 /// Success → published; retryable → retry with backoff (at least the plugin's `retry-after-ms`, never
 /// past the backoff maximum), or dead letter once the incremented attempt reaches `max_attempts`,
-/// whether or not it asked for a delay; permanent → dead letter; unresolvable or no handler → deferred, attempt
-/// unchanged; held back by a delivery policy → deferred by the policy's delay, attempt unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
+/// whether or not it asked for a delay; permanent → dead letter; unresolvable, no handler or not started in time → deferred,
+/// attempt unchanged; held back by a delivery policy → deferred by the policy's delay, attempt unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
 /// letter. A plugin's message and error type are hostile input: they are decided in the form they
 /// are stored in (sanitized, cut), which is also what observers see.
 pub(super) fn decide(
@@ -173,7 +177,7 @@ pub(super) fn decide(
             disposition: EntryDisposition::Deferred,
             error_type: None,
         },
-        Attempted::Unresolvable | Attempted::NoHandler => Decision {
+        Attempted::Unresolvable | Attempted::NoHandler | Attempted::NotStarted => Decision {
             mark: Mark::Unresolvable {
                 id,
                 delay: policy.unresolvable_delay,
