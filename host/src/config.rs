@@ -205,7 +205,9 @@ impl Default for RelayConfig {
             backoff_base_delay: Duration::from_secs(1),
             backoff_max_delay: Duration::from_secs(300),
             unresolvable_delay: Duration::from_secs(1),
-            instances: 1,
+            // Two loops: one's claim runs while the other's publishes land (1.38× the rows/s of one
+            // loop at the seed's batch of 50, `throughput_anchors`); more added little on 2 cores.
+            instances: 2,
             max_in_flight: 64,
             shutdown_grace: Duration::from_secs(10),
             stalled_after: Duration::from_secs(30),
@@ -1147,10 +1149,11 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_file_gives_the_seed_defaults() {
+    fn an_empty_file_gives_the_seed_defaults_but_two_relay_loops() {
         let config = load("", &[]).unwrap();
         assert_eq!(config, Config::default());
         assert_eq!(config.relay.batch_size, 50);
+        assert_eq!(config.relay.instances, 2);
         assert_eq!(config.cleanup.cleanup_batch_size, 1000);
         assert_eq!(config.database_url(), database::DEFAULT_URL);
     }
