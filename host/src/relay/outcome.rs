@@ -89,10 +89,11 @@ pub(super) struct Decision {
 
 /// Success → published; retryable → retry with backoff (at least the plugin's `retry-after-ms`, never
 /// past the backoff maximum), or dead letter once the incremented attempt reaches `max_attempts`,
-/// whether or not it asked for a delay; permanent → dead letter; unresolvable, no handler or not started in time → deferred,
-/// attempt unchanged; held back by a delivery policy → deferred by the policy's delay, attempt unchanged; a failure inside the host → retry with backoff, attempt unchanged, never a dead
-/// letter. A plugin's message and error type are hostile input: they are decided in the form they
-/// are stored in (sanitized, cut), which is also what observers see.
+/// whether or not it asked for a delay; permanent → dead letter; unresolvable, no handler or not
+/// started in time → deferred, attempt unchanged; held back by a delivery policy → deferred by the
+/// policy's delay, attempt unchanged; a failure inside the host → retry with backoff, attempt
+/// unchanged, never a dead letter. A plugin's message and error type are hostile input: they are
+/// decided in the form they are stored in (sanitized, cut), which is also what observers see.
 pub(super) fn decide(
     id: i64,
     attempt: u32,
