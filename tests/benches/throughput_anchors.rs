@@ -55,6 +55,16 @@ async fn main() {
     let (rows, aggregates) = (scaled(ROWS), scaled(AGGREGATES));
     let (large_rows, large_aggregates) = (scaled(LARGE_ROWS), scaled(LARGE_AGGREGATES));
     println!("throughput anchors (scale {scale}), NOOP rows, PostgreSQL on the same machine");
+    if let Ok(rounds) = std::env::var("ANCHORS_LATENCY_ONLY") {
+        // The latency under load only, so wake-up changes can be compared back to back.
+        for _ in 0..rounds
+            .parse()
+            .expect("ANCHORS_LATENCY_ONLY is a number of rounds")
+        {
+            print_latency(scale).await;
+        }
+        return;
+    }
     if let Ok(rounds) = std::env::var("ANCHORS_RELAY_ONLY") {
         // Settings compared back to back (`OUTBOX_RELAY_*` reach the child): the relay's drains only.
         for _ in 0..rounds
@@ -110,6 +120,10 @@ async fn main() {
         "(relay: `outbox-host run` as a child process; peak RSS is its VmHWM, read after the drain)"
     );
 
+    print_latency(scale).await;
+}
+
+async fn print_latency(scale: f64) {
     let duration = LATENCY_DURATION.mul_f64(scale).max(Duration::from_secs(2));
     let measured = latency_under_load(duration).await;
     println!(
