@@ -108,8 +108,8 @@ impl Drop for LoopDoorbell {
     }
 }
 
-/// Holds the doorbell lock while all of the host's `loops` wait, until `shutdown`. A lost connection is logged and
-/// reopened with backoff; meanwhile new rows wait for the poll.
+/// Holds the doorbell lock while all of the host's `loops` wait, until `shutdown`. A lost
+/// connection is logged and reopened with backoff; meanwhile new rows wait for the poll.
 pub(super) async fn ring_while_idle(
     repository: OutboxRepository,
     node_id: String,
