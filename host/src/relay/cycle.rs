@@ -149,20 +149,12 @@ pub(super) async fn run_loop(
                         doorbell.waits();
                         false
                     }
-                    // Only busy plugins' types are left, and their rows wait for landings: rows of
-                    // other types must still ring, as for a loop that found nothing.
-                    (Claimed::NoRoom, Some(doorbell))
-                        if state.saturated_only.is_some() && !doorbell.lingers() =>
-                    {
-                        doorbell.waits();
-                        false
-                    }
                     (Claimed::Some | Claimed::Few | Claimed::Nothing | Claimed::NoRoom, _) => false,
                 };
                 if let Some(doorbell) = doorbell.as_mut()
                     && matches!(claimed, Claimed::Full | Claimed::Some | Claimed::Few)
                 {
-                    doorbell.found_rows(claimed == Claimed::Full);
+                    doorbell.found_rows();
                 }
             }
             Err(()) => {

@@ -1,22 +1,18 @@
 //! The doorbell (migration 0003). Inserting transactions notify only while some relay holds the
-//! doorbell lock or waits for it, so a host asks for it only while every one of its loops has
-//! nothing to do, and gives it back as soon as one has:
+//! doorbell lock or waits for it, so a host asks for it only while one of its loops has nothing to
+//! do, and gives it back as soon as none is idle:
 //!
-//! - a loop whose claim finds nothing says it waits ([`LoopDoorbell::waits`]); once all of them
-//!   wait, the host's doorbell task requests the lock, and once it holds it wakes every loop to
-//!   claim once more: rows committed before the lock was granted rang nothing, and that claim
-//!   finds them;
+//! - a loop whose claim finds nothing says it waits ([`LoopDoorbell::waits`]); the host's doorbell
+//!   task then requests the lock, and once it holds it wakes every loop to claim once more: rows
+//!   committed before the lock was granted rang nothing, and that claim finds them;
 //! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead:
 //!   a loop that keeps up with a steady load finds nothing between rows, and asking for the lock
 //!   then (and being rung by every commit) would cost the applications more than a few extra claims
 //!   cost the relay. While it lingers, a claim that finds only a handful of rows waits a step too
 //!   before the next, so a loop following a trickle of inserts claims a few rows per transaction
 //!   rather than one;
-//! - one following loop is enough for a trickle, so the host's other loops wait meanwhile and
-//!   nothing rings them; a claim that comes back full wakes them ([`LoopDoorbell::found_rows`]),
-//!   since more rows are likely waiting than one loop should take alone;
-//! - a loop whose claim finds rows is busy again; when not every loop waits, the task releases the
-//!   lock, and the applications' commits notify no one.
+//! - a loop whose claim finds rows is busy again ([`LoopDoorbell::found_rows`]); when no loop of the
+//!   host waits, the task releases the lock, and the applications' commits notify no one.
 //!
 //! One lock serves every relay on the database schema: while one idle relay holds it, another idle
 //! relay's request waits behind it, and that queued request alone makes inserts notify; when the
@@ -51,18 +47,15 @@ pub(super) fn idle_loops() -> (watch::Sender<usize>, watch::Receiver<usize>) {
 /// One loop's say in whether its host holds the doorbell.
 pub(super) struct LoopDoorbell {
     idle_loops: watch::Sender<usize>,
-    /// The host's loops, woken to help when this one finds more rows than it can take at once.
-    wakeups: Wakeups,
     idle: bool,
     /// When this loop's claim last found rows.
     last_rows_at: Option<Instant>,
 }
 
 impl LoopDoorbell {
-    pub fn new(idle_loops: watch::Sender<usize>, wakeups: Wakeups) -> Self {
+    pub fn new(idle_loops: watch::Sender<usize>) -> Self {
         LoopDoorbell {
             idle_loops,
-            wakeups,
             idle: false,
             last_rows_at: None,
         }
@@ -84,14 +77,10 @@ impl LoopDoorbell {
     }
 
     /// After a claim that found rows: the loop is busy, and the next claims that find nothing
-    /// linger. After a `full` claim, loops that wait are woken: no insert rings them while this
-    /// one is busy, and a backlog wants them all.
-    pub fn found_rows(&mut self, full: bool) {
+    /// linger.
+    pub fn found_rows(&mut self) {
         self.last_rows_at = Some(Instant::now());
         self.busy();
-        if full && *self.idle_loops.borrow() > 0 {
-            self.wakeups.wake_all();
-        }
     }
 
     fn busy(&mut self) {
@@ -108,12 +97,11 @@ impl Drop for LoopDoorbell {
     }
 }
 
-/// Holds the doorbell lock while all of the host's `loops` wait, until `shutdown`. A lost
-/// connection is logged and reopened with backoff; meanwhile new rows wait for the poll.
+/// Holds the doorbell lock while some loop waits, until `shutdown`. A lost connection is logged and
+/// reopened with backoff; meanwhile new rows wait for the poll.
 pub(super) async fn ring_while_idle(
     repository: OutboxRepository,
     node_id: String,
-    loops: usize,
     mut idle_loops: watch::Receiver<usize>,
     wakeups: Wakeups,
     shutdown: CancellationToken,
@@ -124,7 +112,7 @@ pub(super) async fn ring_while_idle(
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            open = until(&mut idle_loops, |idle| idle == loops) => if !open { break },
+            open = until(&mut idle_loops, |idle| idle > 0) => if !open { break },
         }
         let lock = match connection.as_mut() {
             Some(lock) => lock,
@@ -139,16 +127,7 @@ pub(super) async fn ring_while_idle(
                 }
             },
         };
-        match ring(
-            &repository,
-            lock,
-            loops,
-            &mut idle_loops,
-            &wakeups,
-            &shutdown,
-        )
-        .await
-        {
+        match ring(&repository, lock, &mut idle_loops, &wakeups, &shutdown).await {
             Ok(()) => delay = RECONNECT_FIRST,
             Err(error) => {
                 tracing::warn!(node = %node_id, %error, "the doorbell connection failed; new rows wait for the poll until it is back");
@@ -167,12 +146,11 @@ pub(super) async fn ring_while_idle(
     }
 }
 
-/// Takes the lock, wakes the loops to claim once more, and holds it until one of the `loops` is
-/// busy or until shutdown; then releases it, so inserts stop notifying before the host is gone.
+/// Takes the lock, wakes the loops to claim once more, and holds it until no loop waits or until
+/// shutdown; then releases it, so inserts stop notifying before the host is gone.
 async fn ring(
     repository: &OutboxRepository,
     lock: &mut DoorbellLock,
-    loops: usize,
     idle_loops: &mut watch::Receiver<usize>,
     wakeups: &Wakeups,
     shutdown: &CancellationToken,
@@ -204,7 +182,7 @@ async fn ring(
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = until(idle_loops, |idle| idle < loops) => break,
+                _ = until(idle_loops, |idle| idle == 0) => break,
                 // A lost connection released the lock; nothing else would notice while all is idle.
                 _ = check.tick() => lock.check().await?,
             }
