@@ -55,22 +55,16 @@ async fn main() {
     let (rows, aggregates) = (scaled(ROWS), scaled(AGGREGATES));
     let (large_rows, large_aggregates) = (scaled(LARGE_ROWS), scaled(LARGE_AGGREGATES));
     println!("throughput anchors (scale {scale}), NOOP rows, PostgreSQL on the same machine");
-    if let Ok(rounds) = std::env::var("ANCHORS_LATENCY_ONLY") {
+    if let Some(rounds) = rounds("ANCHORS_LATENCY_ONLY") {
         // The latency under load only, so wake-up changes can be compared back to back.
-        for _ in 0..rounds
-            .parse()
-            .expect("ANCHORS_LATENCY_ONLY is a number of rounds")
-        {
+        for _ in 0..rounds {
             print_latency(scale).await;
         }
         return;
     }
-    if let Ok(rounds) = std::env::var("ANCHORS_RELAY_ONLY") {
+    if let Some(rounds) = rounds("ANCHORS_RELAY_ONLY") {
         // Settings compared back to back (`OUTBOX_RELAY_*` reach the child): the relay's drains only.
-        for _ in 0..rounds
-            .parse()
-            .expect("ANCHORS_RELAY_ONLY is a number of rounds")
-        {
+        for _ in 0..rounds {
             let relay = relay_drain(rows, aggregates, Holdback::None).await;
             println!(
                 "relay, {rows} rows / {aggregates} aggregates: {:.0} rows/s",
@@ -121,6 +115,16 @@ async fn main() {
     );
 
     print_latency(scale).await;
+}
+
+/// The rounds `variable` asks for, when it is set.
+fn rounds(variable: &str) -> Option<u32> {
+    let value = std::env::var(variable).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{variable} is a number of rounds")),
+    )
 }
 
 async fn print_latency(scale: f64) {
