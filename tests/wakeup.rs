@@ -2,11 +2,14 @@
 //! database of its own, so no other test's inserts notify its relays, and a polling interval of ten
 //! minutes, so a row published within a minute can only have been picked up by a wake-up.
 
+use outbox_host::api::OutboxEntry;
 use outbox_host::config::{Config, Strategy};
+use outbox_host::relay::CHANNEL;
 use outbox_tests::db::{Doorbell, TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
+use sqlx::postgres::PgListener;
 use std::time::{Duration, Instant};
 
 const POLL: u64 = 600_000;
@@ -104,6 +107,88 @@ async fn rows_committed_while_the_relay_arms_are_not_left_for_the_poll() {
         db.wait_until_published(second, WOKEN).await;
     }
     host.stop().await;
+}
+
+/// Rows trickle in at 100 a second to a host of two loops. One loop following them finds each
+/// within milliseconds; the other, whose claims now find nothing, must not make its host hold the
+/// doorbell, or every insert would pay for a notification the following loop does not need.
+#[tokio::test]
+async fn a_host_following_a_steady_trickle_leaves_the_inserts_silent() {
+    const ROWS: u32 = 300;
+    let db = TestDb::in_a_database_of_its_own().await;
+    let dir = noop_dir("wakeup-trickle");
+    let mut config = listening_config(&db, &dir, "a");
+    config.relay.instances = 2;
+    let host = TestHost::start(&config).await;
+    wait_until_armed(&db, 1).await;
+    let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen(CHANNEL).await.unwrap();
+    let mut ticker = tokio::time::interval(Duration::from_millis(10));
+    for _ in 0..ROWS {
+        ticker.tick().await;
+        db.publish(entry("NOOP", "x")).await;
+    }
+    db.wait_until_settled(WOKEN).await;
+    let mut notified = 0;
+    while let Ok(received) = tokio::time::timeout(Duration::from_millis(200), listener.recv()).await
+    {
+        received.unwrap();
+        notified += 1;
+    }
+    host.stop().await;
+    // The first insert rings the idle host, and a few more may while it lets the doorbell go.
+    assert!(
+        notified <= ROWS / 20,
+        "{notified} of {ROWS} inserts notified while a loop was following them"
+    );
+}
+
+/// A row of another type published while the host's only plugin call slot of a slow type is
+/// taken: the loop that claimed the slow row finds nothing else to claim, and must end up waiting
+/// with the doorbell held rather than sleep until the slow call lands.
+async fn other_types_are_not_held_up_by_a_saturated_plugin(loops: u32) {
+    const SLOW_MS: u64 = 12_000;
+    let db = TestDb::in_a_database_of_its_own().await;
+    let dir = noop_dir(&format!("wakeup-saturated-{loops}"));
+    dir.add_plugin("scripted", plugins::SCRIPTED);
+    dir.add_manifest(
+        "scripted",
+        "[limits]\nmax_concurrency = 1\ntimeout_ms = 15000\n",
+    );
+    let mut config = listening_config(&db, &dir, "a");
+    config.relay.instances = loops;
+    let host = TestHost::start(&config).await;
+    wait_until_armed(&db, 1).await;
+    let slow = OutboxEntry::new(
+        "test.event",
+        "SCRIPTED",
+        "slow",
+        serde_json::json!({"delay_ms": SLOW_MS}),
+    );
+    db.publish(slow).await;
+    wait_until("the slow row is claimed", WOKEN, || async {
+        db.count("PROCESSING").await == 1
+    })
+    .await;
+    let published = Instant::now();
+    let id = db.publish(entry("NOOP", "x")).await;
+    db.wait_until_published(id, WOKEN).await;
+    let waited = published.elapsed();
+    host.stop().await;
+    assert!(
+        waited < Duration::from_millis(SLOW_MS / 2),
+        "the NOOP row waited {waited:?}, as if for the slow call to land"
+    );
+}
+
+#[tokio::test]
+async fn a_single_loop_busy_with_a_slow_plugin_still_wakes_for_other_types() {
+    other_types_are_not_held_up_by_a_saturated_plugin(1).await;
+}
+
+#[tokio::test]
+async fn two_loops_one_busy_with_a_slow_plugin_still_wake_for_other_types() {
+    other_types_are_not_held_up_by_a_saturated_plugin(2).await;
 }
 
 /// One relay drains a backlog (it never asks for the doorbell) while the other, whose plugin's type

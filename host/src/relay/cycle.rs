@@ -149,12 +149,26 @@ pub(super) async fn run_loop(
                         doorbell.waits();
                         false
                     }
+                    // Only busy plugins' types are left, and their rows wait for landings; rows of
+                    // other types must not: while it lingers the loop looks again after a step
+                    // (or a landing), and then it waits for the doorbell like a loop that found
+                    // nothing.
+                    (Claimed::NoRoom, Some(doorbell)) if state.saturated_only.is_some() => {
+                        let lingers = doorbell.lingers();
+                        if !lingers {
+                            doorbell.waits();
+                        }
+                        lingers
+                    }
                     (Claimed::Some | Claimed::Few | Claimed::Nothing | Claimed::NoRoom, _) => false,
                 };
-                if let Some(doorbell) = doorbell.as_mut()
-                    && matches!(claimed, Claimed::Full | Claimed::Some | Claimed::Few)
-                {
-                    doorbell.found_rows();
+                if let Some(doorbell) = doorbell.as_mut() {
+                    if matches!(claimed, Claimed::Full | Claimed::Some | Claimed::Few) {
+                        doorbell.found_rows();
+                    }
+                    if matches!(claimed, Claimed::Full | Claimed::NoRoom) {
+                        doorbell.calls_for_help();
+                    }
                 }
             }
             Err(()) => {

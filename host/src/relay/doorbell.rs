@@ -1,18 +1,25 @@
 //! The doorbell (migration 0003). Inserting transactions notify only while some relay holds the
-//! doorbell lock or waits for it, so a host asks for it only while one of its loops has nothing to
-//! do, and gives it back as soon as none is idle:
+//! doorbell lock or waits for it, so a host asks for it only while every one of its loops has
+//! nothing to do, and gives it back as soon as one has:
 //!
-//! - a loop whose claim finds nothing says it waits ([`LoopDoorbell::waits`]); the host's doorbell
-//!   task then requests the lock, and once it holds it wakes every loop to claim once more: rows
-//!   committed before the lock was granted rang nothing, and that claim finds them;
+//! - a loop whose claim finds nothing says it waits ([`LoopDoorbell::waits`]); once all of them
+//!   wait, the host's doorbell task requests the lock, and once it holds it wakes every loop to
+//!   claim once more: rows committed before the lock was granted rang nothing, and that claim
+//!   finds them;
 //! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead:
 //!   a loop that keeps up with a steady load finds nothing between rows, and asking for the lock
 //!   then (and being rung by every commit) would cost the applications more than a few extra claims
 //!   cost the relay. While it lingers, a claim that finds only a handful of rows waits a step too
 //!   before the next, so a loop following a trickle of inserts claims a few rows per transaction
 //!   rather than one;
-//! - a loop whose claim finds rows is busy again ([`LoopDoorbell::found_rows`]); when no loop of the
-//!   host waits, the task releases the lock, and the applications' commits notify no one.
+//! - one following loop is enough for a trickle, so the host's other loops wait meanwhile and
+//!   nothing rings them. A busy loop whose turn may have left rows behind wakes them
+//!   ([`LoopDoorbell::calls_for_help`]): a claim that came back full, or one that could not take
+//!   every type (its slots all taken, or its plugins' concurrency saturated). A loop saturated
+//!   while it lingers looks again every [`LINGER_STEP`] rather than wait for a landing, so rows of
+//!   other types are not left to the poll;
+//! - a loop whose claim finds rows is busy again; when not every loop waits, the task releases the
+//!   lock, and the applications' commits notify no one.
 //!
 //! One lock serves every relay on the database schema: while one idle relay holds it, another idle
 //! relay's request waits behind it, and that queued request alone makes inserts notify; when the
@@ -47,15 +54,21 @@ pub(super) fn idle_loops() -> (watch::Sender<usize>, watch::Receiver<usize>) {
 /// One loop's say in whether its host holds the doorbell.
 pub(super) struct LoopDoorbell {
     idle_loops: watch::Sender<usize>,
+    /// The host's loops, woken to help when this one may have left rows behind.
+    wakeups: Wakeups,
+    /// This loop's own place in `wakeups`.
+    index: usize,
     idle: bool,
     /// When this loop's claim last found rows.
     last_rows_at: Option<Instant>,
 }
 
 impl LoopDoorbell {
-    pub fn new(idle_loops: watch::Sender<usize>) -> Self {
+    pub fn new(idle_loops: watch::Sender<usize>, wakeups: Wakeups, index: usize) -> Self {
         LoopDoorbell {
             idle_loops,
+            wakeups,
+            index,
             idle: false,
             last_rows_at: None,
         }
@@ -83,6 +96,15 @@ impl LoopDoorbell {
         self.busy();
     }
 
+    /// After a turn that may have left rows behind: the host's other loops that wait claim too, as
+    /// no insert rings them while this one is busy. A loop that waits itself calls no one: the
+    /// doorbell rings for all of them, and two saturated loops would otherwise wake each other.
+    pub fn calls_for_help(&self) {
+        if !self.idle && *self.idle_loops.borrow() > 0 {
+            self.wakeups.wake_others(self.index);
+        }
+    }
+
     fn busy(&mut self) {
         if self.idle {
             self.idle = false;
@@ -97,11 +119,12 @@ impl Drop for LoopDoorbell {
     }
 }
 
-/// Holds the doorbell lock while some loop waits, until `shutdown`. A lost connection is logged and
-/// reopened with backoff; meanwhile new rows wait for the poll.
+/// Holds the doorbell lock while all of the host's `loops` wait, until `shutdown`. A lost
+/// connection is logged and reopened with backoff; meanwhile new rows wait for the poll.
 pub(super) async fn ring_while_idle(
     repository: OutboxRepository,
     node_id: String,
+    loops: usize,
     mut idle_loops: watch::Receiver<usize>,
     wakeups: Wakeups,
     shutdown: CancellationToken,
@@ -112,7 +135,7 @@ pub(super) async fn ring_while_idle(
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            open = until(&mut idle_loops, |idle| idle > 0) => if !open { break },
+            open = until(&mut idle_loops, |idle| idle == loops) => if !open { break },
         }
         let lock = match connection.as_mut() {
             Some(lock) => lock,
@@ -127,7 +150,16 @@ pub(super) async fn ring_while_idle(
                 }
             },
         };
-        match ring(&repository, lock, &mut idle_loops, &wakeups, &shutdown).await {
+        match ring(
+            &repository,
+            lock,
+            loops,
+            &mut idle_loops,
+            &wakeups,
+            &shutdown,
+        )
+        .await
+        {
             Ok(()) => delay = RECONNECT_FIRST,
             Err(error) => {
                 tracing::warn!(node = %node_id, %error, "the doorbell connection failed; new rows wait for the poll until it is back");
@@ -146,11 +178,12 @@ pub(super) async fn ring_while_idle(
     }
 }
 
-/// Takes the lock, wakes the loops to claim once more, and holds it until no loop waits or until
-/// shutdown; then releases it, so inserts stop notifying before the host is gone.
+/// Takes the lock, wakes the loops to claim once more, and holds it until one of the `loops` is
+/// busy or until shutdown; then releases it, so inserts stop notifying before the host is gone.
 async fn ring(
     repository: &OutboxRepository,
     lock: &mut DoorbellLock,
+    loops: usize,
     idle_loops: &mut watch::Receiver<usize>,
     wakeups: &Wakeups,
     shutdown: &CancellationToken,
@@ -182,7 +215,7 @@ async fn ring(
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = until(idle_loops, |idle| idle == 0) => break,
+                _ = until(idle_loops, |idle| idle < loops) => break,
                 // A lost connection released the lock; nothing else would notice while all is idle.
                 _ = check.tick() => lock.check().await?,
             }

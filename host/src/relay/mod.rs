@@ -16,7 +16,7 @@
 //! - `wakeup.rs`: LISTEN/NOTIFY wake-ups with polling as the safety net;
 //! - `progress.rs`: when each loop last completed a turn, for readiness.
 //! - `unclaimed.rs`: a periodic warning about rows of types no loaded plugin claims.
-//! - `doorbell.rs`: with LISTEN_NOTIFY, the doorbell lock a host holds while one of its loops waits,
+//! - `doorbell.rs`: with LISTEN_NOTIFY, the doorbell lock a host holds while all of its loops wait,
 //!   so inserting commits notify only then.
 
 mod backoff;
@@ -100,7 +100,7 @@ pub struct Relay {
 
 impl Relay {
     /// Runs `instances` relay loops (and, with LISTEN_NOTIFY, the listener that wakes them and the
-    /// doorbell that makes inserts notify while one waits) until
+    /// doorbell that makes inserts notify while all of them wait) until
     /// `shutdown`; then stops claiming and lets publishes in flight finish within the grace period.
     pub async fn run(self, shutdown: CancellationToken) {
         let wakeups = wakeup::Wakeups::new(self.settings.instances as usize);
@@ -119,6 +119,7 @@ impl Relay {
             tokio::spawn(doorbell::ring_while_idle(
                 self.repository.clone(),
                 self.settings.node_id.clone(),
+                self.settings.instances as usize,
                 idle_watch,
                 wakeups.clone(),
                 shutdown.clone(),
@@ -138,7 +139,9 @@ impl Relay {
                     self.signals.clone(),
                     index as usize,
                 );
-                let doorbell = listening.then(|| doorbell::LoopDoorbell::new(idle_loops.clone()));
+                let doorbell = listening.then(|| {
+                    doorbell::LoopDoorbell::new(idle_loops.clone(), wakeups.clone(), index as usize)
+                });
                 tokio::spawn(cycle::run_loop(
                     self.clone(),
                     claimed_by,

@@ -37,6 +37,15 @@ impl Wakeups {
     pub fn wake_all(&self) {
         self.loops.iter().for_each(|wake| wake.notify_one());
     }
+
+    /// Every loop but the one at `index`.
+    pub fn wake_others(&self, index: usize) {
+        for (other, wake) in self.loops.iter().enumerate() {
+            if other != index {
+                wake.notify_one();
+            }
+        }
+    }
 }
 
 /// Listens until `shutdown`, reconnecting with backoff whenever the connection is lost.
