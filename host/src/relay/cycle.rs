@@ -118,6 +118,9 @@ pub(super) async fn run_loop(
         while let Some(joined) = state.publishes.try_join_next_with_id() {
             state.land(joined);
         }
+        // A lingering loop's next turn starts a step after this one started, not a step after it
+        // ended: a row waits for the turn that claims it and then for the one that marks it.
+        let next_step = tokio::time::Instant::now() + LINGER_STEP;
         match state.turn(true).await {
             Ok(claimed) => {
                 heartbeat.beat();
@@ -131,7 +134,7 @@ pub(super) async fn run_loop(
                     (Claimed::Few, Some(doorbell)) if doorbell.lingers() => {
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
-                            _ = tokio::time::sleep(LINGER_STEP) => {}
+                            _ = tokio::time::sleep_until(next_step) => {}
                         }
                         true
                     }
@@ -141,7 +144,7 @@ pub(super) async fn run_loop(
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
                             Some(joined) = state.publishes.join_next_with_id(), if !state.publishes.is_empty() => state.land(joined),
-                            _ = tokio::time::sleep(LINGER_STEP) => {}
+                            _ = tokio::time::sleep_until(next_step) => {}
                         }
                         true
                     }
