@@ -7,9 +7,11 @@
 //!    With no trigger an idle relay sleeps until its next poll (1 s) and then relays in full
 //!    batches; a fourth line, `none+poll`, has no trigger either but a relay polling every 2 ms, so
 //!    it follows the load as a woken relay does: the cost of following, whatever wakes the relay.
-//!    Nine rounds (the machine drifts by ±20% between 4-second windows), each measuring every
-//!    variant in turn; printed are the median rate and the median of each round's ratio to no
-//!    trigger in the same relay state. Goal: the doorbell at >= 0.95 (the seed's trigger gave 0.52).
+//!    Nine rounds (the machine drifts by ±20% between 4-second windows; `WAKEUP_ROUNDS=N` for
+//!    fewer), each measuring every variant in turn; printed are the median rate, the median of each
+//!    round's ratio to no trigger in the same relay state, and the notifications a second the
+//!    inserts sent (counted by a listener of the bench's own). Goal: the doorbell at >= 0.95 (the
+//!    seed's trigger gave 0.52).
 //! 2. Insert-to-publish latency (`published_at - created_at`, database clock): an idle relay
 //!    receiving rows one at a time (goal p50 <= 5 ms), and a steady 1,000 rows/s (goal p99 <= 25 ms).
 //!
@@ -17,17 +19,20 @@
 //! Run: `cargo bench -p outbox-tests --bench wakeup`
 
 use outbox_host::config::Strategy;
+use outbox_host::relay::CHANNEL;
 use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::latency;
 use outbox_tests::plugins;
 use outbox_tests::scratch::ScratchDir;
+use sqlx::postgres::PgListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const CLIENTS: usize = 8;
 const MEASURE: Duration = Duration::from_secs(4);
+/// Rounds per relay state; `WAKEUP_ROUNDS` overrides it for a quick look.
 const RUNS: usize = 9;
 /// Enough NOOP rows to keep the relay draining through a measurement.
 const BACKLOG: u64 = 150_000;
@@ -60,12 +65,16 @@ enum RelayState {
 
 #[tokio::main]
 async fn main() {
+    let runs = std::env::var("WAKEUP_ROUNDS")
+        .ok()
+        .map(|rounds| rounds.parse().expect("WAKEUP_ROUNDS is a number of rounds"))
+        .unwrap_or(RUNS);
     println!(
-        "application insert throughput, {CLIENTS} clients, one-row transactions, {RUNS} rounds of {MEASURE:?} per trigger"
+        "application insert throughput, {CLIENTS} clients, one-row transactions, {runs} rounds of {MEASURE:?} per trigger"
     );
     println!(
-        "{:<8} {:<10} {:>10} {:>14}   each round's ratio",
-        "relay", "trigger", "rows/s", "vs no trigger"
+        "{:<8} {:<10} {:>10} {:>14} {:>11}   each round's ratio",
+        "relay", "trigger", "rows/s", "vs no trigger", "notified/s"
     );
     const TRIGGERS: [Trigger; 4] = [
         Trigger::None,
@@ -76,26 +85,25 @@ async fn main() {
     for state in [RelayState::Busy, RelayState::Idle] {
         // Rounds interleave the triggers, and each ratio is to no trigger in the same round, so
         // the machine's drift over the run moves them all alike.
-        let mut rates = [[0.0; RUNS]; TRIGGERS.len()];
-        for round in 0..RUNS {
-            for (rates, trigger) in rates.iter_mut().zip(TRIGGERS) {
-                rates[round] = insert_rate(trigger, state).await;
+        let mut rates = vec![vec![0.0; runs]; TRIGGERS.len()];
+        let mut notified = vec![vec![0.0; runs]; TRIGGERS.len()];
+        for round in 0..runs {
+            for (index, trigger) in TRIGGERS.into_iter().enumerate() {
+                (rates[index][round], notified[index][round]) = insert_rate(trigger, state).await;
             }
         }
         for (index, trigger) in TRIGGERS.into_iter().enumerate() {
-            let mut ratios: Vec<f64> = (0..RUNS)
+            let ratios: Vec<f64> = (0..runs)
                 .map(|round| rates[index][round] / rates[0][round])
                 .collect();
             let shown: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}")).collect();
-            ratios.sort_by(f64::total_cmp);
-            let mut sorted = rates[index];
-            sorted.sort_by(f64::total_cmp);
             println!(
-                "{:<8} {:<10} {:>10.0} {:>14.2}   {}",
+                "{:<8} {:<10} {:>10.0} {:>14.2} {:>11.0}   {}",
                 format!("{state:?}").to_lowercase(),
                 trigger.label(),
-                sorted[RUNS / 2],
-                ratios[RUNS / 2],
+                median(&rates[index]),
+                median(&ratios),
+                median(&notified[index]),
                 shown.join(" ")
             );
         }
@@ -153,7 +161,8 @@ async fn wait_until_armed(db: &TestDb) {
 }
 
 /// Rows/s the clients commit with `trigger` in place while the relay is in `state`.
-async fn insert_rate(trigger: Trigger, state: RelayState) -> f64 {
+/// Also how many notifications a second the inserts sent meanwhile.
+async fn insert_rate(trigger: Trigger, state: RelayState) -> (f64, f64) {
     let (db, host, _dir) = match trigger {
         Trigger::NonePlusPoll => host_with("bench-wakeup-rate", Strategy::Polling, 2).await,
         _ => listening_host("bench-wakeup-rate").await,
@@ -170,13 +179,32 @@ async fn insert_rate(trigger: Trigger, state: RelayState) -> f64 {
         })
         .await;
     }
+    let notifications = Arc::new(AtomicU64::new(0));
+    let mut listener = PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen(CHANNEL).await.unwrap();
+    let counting = tokio::spawn({
+        let notifications = notifications.clone();
+        async move {
+            while listener.recv().await.is_ok() {
+                notifications.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
     let rate = clients_inserting(&db).await;
+    counting.abort();
+    let notified = notifications.load(Ordering::Relaxed) as f64 / MEASURE.as_secs_f64();
     if state == RelayState::Busy && db.count("PENDING").await == 0 {
         println!("(the backlog ran out before the measurement ended: raise BACKLOG)");
     }
     host.stop().await;
     db.pool.close().await;
-    rate
+    (rate, notified)
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
 }
 
 /// Replaces the doorbell trigger the migrations installed with `trigger`.

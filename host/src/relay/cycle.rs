@@ -64,8 +64,6 @@ enum Claimed {
     Full,
     /// Some rows, fewer than it asked for.
     Some,
-    /// A handful of rows: fewer than a quarter of what it asked for.
-    Few,
     /// Nothing, though there was room for rows.
     Nothing,
     /// It asked for nothing (every slot is taken, or the turn only recorded outcomes), or found
@@ -127,18 +125,17 @@ pub(super) async fn run_loop(
                 failures = 0;
                 again = match (claimed, doorbell.as_mut()) {
                     (Claimed::Full, _) => true,
-                    // Listening, the loop claims until it finds nothing: it waits only then.
-                    (Claimed::Some, Some(_)) => true,
-                    // Following a trickle of inserts: the next claim waits a step, so it finds a
-                    // few more rows at once instead of costing a transaction for each.
-                    (Claimed::Few, Some(doorbell)) if doorbell.lingers() => {
+                    // Following a stream of inserts: the next claim waits for the step, so it
+                    // finds a step's rows at once instead of costing a transaction for each few.
+                    (Claimed::Some, Some(doorbell)) if doorbell.lingers() => {
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
                             _ = tokio::time::sleep_until(next_step) => {}
                         }
                         true
                     }
-                    (Claimed::Few, Some(_)) => true,
+                    // Listening, the loop claims until it finds nothing: it waits only then.
+                    (Claimed::Some, Some(_)) => true,
                     // A landing publish ends the step early: its outcome is recorded at once.
                     (Claimed::Nothing, Some(doorbell)) if doorbell.lingers() => {
                         tokio::select! {
@@ -163,10 +160,10 @@ pub(super) async fn run_loop(
                         }
                         lingers
                     }
-                    (Claimed::Some | Claimed::Few | Claimed::Nothing | Claimed::NoRoom, _) => false,
+                    (Claimed::Some | Claimed::Nothing | Claimed::NoRoom, _) => false,
                 };
                 if let Some(doorbell) = doorbell.as_mut() {
-                    if matches!(claimed, Claimed::Full | Claimed::Some | Claimed::Few) {
+                    if matches!(claimed, Claimed::Full | Claimed::Some) {
                         doorbell.found_rows();
                     }
                     if matches!(claimed, Claimed::Full | Claimed::NoRoom) {
@@ -340,7 +337,6 @@ impl LoopState {
                     0 if held_back => Claimed::NoRoom,
                     0 => Claimed::Nothing,
                     n if n == batch as usize => Claimed::Full,
-                    n if n * 4 < batch as usize => Claimed::Few,
                     _ => Claimed::Some,
                 };
                 if claimed == Claimed::NoRoom && held_back {

@@ -9,9 +9,9 @@
 //! - but a loop that found rows less than [`LINGER`] ago looks again every [`LINGER_STEP`] instead:
 //!   a loop that keeps up with a steady load finds nothing between rows, and asking for the lock
 //!   then (and being rung by every commit) would cost the applications more than a few extra claims
-//!   cost the relay. While it lingers, a claim that finds only a handful of rows waits a step too
-//!   before the next, so a loop following a trickle of inserts claims a few rows per transaction
-//!   rather than one;
+//!   cost the relay. While it lingers, a claim that finds rows but not a full batch also waits for
+//!   the step (counted from the start of its turn) before the next, so a loop following a stream
+//!   of inserts claims a step's rows per transaction rather than one or a few;
 //! - one following loop is enough for a trickle, so the host's other loops wait meanwhile and
 //!   nothing rings them. A busy loop whose turn may have left rows behind wakes them
 //!   ([`LoopDoorbell::calls_for_help`]): a claim that came back full, or one that could not take
