@@ -14,6 +14,7 @@ use outbox_tests::host::{self, TestHost};
 use outbox_tests::kafka_broker::KafkaBroker;
 use outbox_tests::latency;
 use outbox_tests::plugins;
+use outbox_tests::rounds::median;
 use outbox_tests::scratch::ScratchDir;
 
 const ROWS: u64 = 50_000;
@@ -41,9 +42,9 @@ async fn main() {
     }
     println!(
         "median: NOOP {:.0} rows/s, KAFKA {:.0} rows/s; median of the rounds' KAFKA/NOOP {:.2} (goal >= 0.70)",
-        median(noop),
-        median(kafka),
-        median(ratios)
+        median(&noop),
+        median(&kafka),
+        median(&ratios)
     );
 }
 
@@ -73,9 +74,4 @@ async fn drain(destination_type: &str, broker: &KafkaBroker) -> f64 {
     host.stop().await;
     db.pool.close().await;
     rate
-}
-
-fn median(mut figures: Vec<f64>) -> f64 {
-    figures.sort_by(f64::total_cmp);
-    figures[figures.len() / 2]
 }

@@ -94,6 +94,7 @@ mod sdk_handlers {
     use outbox_tests::http_stub::StubServer;
     use outbox_tests::latency;
     use outbox_tests::plugins;
+    use outbox_tests::rounds::median;
     use outbox_tests::scratch::ScratchDir;
     use outbox_tests::sdk_plugins::{CHAT_WEBHOOK, ROUTER};
     use std::path::PathBuf;
@@ -138,7 +139,7 @@ mod sdk_handlers {
                 rates.push(drain(handler).await);
             }
         }
-        let medians: Vec<f64> = rates.iter_mut().map(|rates| median(rates)).collect();
+        let medians: Vec<f64> = rates.iter().map(|rates| median(rates)).collect();
         for (handler, (rates, median)) in handlers.iter().zip(rates.iter().zip(&medians)) {
             let rounds: Vec<String> = rates.iter().map(|rate| format!("{rate:.0}")).collect();
             println!(
@@ -184,10 +185,5 @@ mod sdk_handlers {
         db.pool.close().await;
         assert_eq!(receiver.requests().len() as u64, ROWS, "{}", handler.label);
         rate
-    }
-
-    fn median(values: &mut [f64]) -> f64 {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
     }
 }

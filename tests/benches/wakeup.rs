@@ -24,6 +24,7 @@ use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::latency;
 use outbox_tests::plugins;
+use outbox_tests::rounds::median;
 use outbox_tests::scratch::ScratchDir;
 use sqlx::postgres::PgListener;
 use std::sync::Arc;
@@ -199,12 +200,6 @@ async fn insert_rate(trigger: Trigger, state: RelayState) -> (f64, f64) {
     host.stop().await;
     db.pool.close().await;
     (rate, notified)
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
 }
 
 /// Replaces the doorbell trigger the migrations installed with `trigger`.

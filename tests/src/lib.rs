@@ -16,6 +16,7 @@ pub mod log_capture;
 pub mod own_server;
 pub mod plugin_engine;
 pub mod plugins;
+pub mod rounds;
 pub mod scratch;
 pub mod sdk_plugins;
 pub mod tcp_proxy;
