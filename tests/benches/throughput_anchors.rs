@@ -17,7 +17,8 @@
 //! graphile-worker) from the first claim to the last publish, on the database clock.
 //!
 //! Run: `cargo bench -p outbox-tests --bench throughput_anchors` (`ANCHORS_SCALE=0.1` multiplies every
-//! row count, and the latency run's length, by 0.1 for a quick look).
+//! row count, and the latency run's length, by 0.1 for a quick look; with `ANCHORS_RELAY_ONLY=N`,
+//! `ANCHORS_AGGREGATES=A` spreads the relay's rows over `A` aggregates instead).
 
 use outbox_tests::binary::{self, HostProcess};
 use outbox_tests::db::TestDb;
@@ -64,6 +65,9 @@ async fn main() {
     }
     if let Some(rounds) = rounds("ANCHORS_RELAY_ONLY") {
         // Settings compared back to back (`OUTBOX_RELAY_*` reach the child): the relay's drains only.
+        let aggregates = std::env::var("ANCHORS_AGGREGATES").map_or(aggregates, |value| {
+            value.parse().expect("ANCHORS_AGGREGATES is a number")
+        });
         for _ in 0..rounds {
             let relay = relay_drain(rows, aggregates, Holdback::None).await;
             println!(
