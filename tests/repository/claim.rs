@@ -192,6 +192,74 @@ async fn a_head_this_node_cannot_deliver_blocks_its_siblings() {
     );
 }
 
+// --- beyond a front of blocked rows ---------------------------------------------------------------
+
+/// Aggregate "hot": its head in flight for another claimer, then `behind` rows waiting behind it, so
+/// a claim of 2 reads a front (4 due rows) that holds no head at all.
+async fn a_hot_aggregate_in_flight(db: &TestDb, behind: usize) {
+    db.publish(entry("A", "x").aggregate("Order", "hot")).await;
+    db.repository()
+        .claim_batch(1, OTHER, &all(&["A"]))
+        .await
+        .unwrap();
+    for _ in 0..behind {
+        db.publish(entry("A", "x").aggregate("Order", "hot")).await;
+    }
+}
+
+#[tokio::test]
+async fn heads_beyond_a_front_of_blocked_rows_are_claimed() {
+    let db = TestDb::new().await;
+    a_hot_aggregate_in_flight(&db, 5).await;
+    let cold_head = db.publish(entry("A", "x").aggregate("Order", "cold")).await;
+    db.publish(entry("A", "x").aggregate("Order", "cold")).await;
+    let free = db.publish(entry("A", "x")).await;
+    let claimed = db
+        .repository()
+        .claim_batch(2, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), vec![cold_head, free]);
+}
+
+#[tokio::test]
+async fn beyond_a_blocked_front_a_head_not_due_still_blocks_its_aggregate() {
+    let db = TestDb::new().await;
+    a_hot_aggregate_in_flight(&db, 5).await;
+    let cold_head = db.publish(entry("A", "x").aggregate("Order", "cold")).await;
+    db.publish(entry("A", "x").aggregate("Order", "cold")).await;
+    db.execute(&format!(
+        "UPDATE {{outbox}} SET available_at = NOW() + INTERVAL '1 hour' WHERE id = {cold_head}"
+    ))
+    .await;
+    assert!(
+        db.repository()
+            .claim_batch(2, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn beyond_a_blocked_front_only_types_this_node_can_deliver_are_claimed() {
+    let db = TestDb::new().await;
+    a_hot_aggregate_in_flight(&db, 5).await;
+    let cold_head = db.publish(entry("B", "x").aggregate("Order", "cold")).await;
+    let free = db.publish(entry("B", "x")).await;
+    let repo = db.repository();
+    assert!(
+        repo.claim_batch(2, NODE, &all(&["A"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        ids(&repo.claim_batch(2, NODE, &all(&["A", "B"])).await.unwrap()),
+        vec![cold_head, free]
+    );
+}
+
 // --- concurrency ----------------------------------------------------------------------------------
 
 #[tokio::test]
