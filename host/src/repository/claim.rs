@@ -11,10 +11,6 @@
 //! a claim that comes back short is completed by a scan from the front, and at least every
 //! [`FULL_SCAN_EVERY`] a claim scans from the front anyway, so such a row waits that long at most
 //! while the backlog lasts. Head-of-line is checked in full by every claim, floor or not.
-//!
-//! A claim reads a bounded number of rows in that order; when they are all blocked behind heads
-//! in flight, it reads the aggregates' heads through their own index instead of the whole backlog
-//! (the claim's statement in `sql.rs`).
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::{Claims, record_marks};

@@ -95,22 +95,20 @@ impl OutboxRepository {
         }
     }
 
-    /// A turn's transaction, committing as `commit` says. Its statements run on plans prepared once
-    /// per connection: left to choose, PostgreSQL may plan the claim afresh on every turn, which
-    /// costs about as much as running it. The settings ride on the `BEGIN` itself (one simple
-    /// query), so they cost no round trip of their own on every turn.
+    /// A transaction committing as `commit` says. The setting rides on the `BEGIN` itself (one
+    /// simple query), so it costs no round trip of its own on every turn.
     async fn begin(
         &self,
         commit: TurnCommit,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-        let begin = match commit {
-            TurnCommit::Durable => "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan",
+        match commit {
+            TurnCommit::Durable => self.pool.begin().await,
             TurnCommit::Asynchronous => {
-                "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
-                 SET LOCAL synchronous_commit = off"
+                self.pool
+                    .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+                    .await
             }
-        };
-        self.pool.begin_with(begin).await
+        }
     }
 
     /// Where a connection of its own goes (the pool's database and settings), named

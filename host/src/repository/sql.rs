@@ -20,10 +20,6 @@ fn record_columns() -> String {
     )
 }
 
-/// A claim reads at most this many due rows in order per row it asks for before it looks for
-/// aggregate heads further on (the claim's statement below).
-const CLAIM_READ_PER_ROW: u32 = 2;
-
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub tables: Tables,
@@ -57,9 +53,6 @@ impl Statements {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
         let record_columns = record_columns();
-        // A row this node may claim now, but for head-of-line: `{eligibility}` is filled in per claim.
-        let due = "(o.state = 'PENDING' AND o.available_at <= NOW() \
-                    AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) AND ({eligibility}))";
         let counted_states = COUNTED_STATES
             .map(|state| format!("'{}'", state.as_str()))
             .join(", ");
@@ -78,17 +71,6 @@ impl Statements {
             // live sibling at once, rather than first stepping over every row of its aggregate
             // already delivered (versions vacuum may not have removed yet).
             //
-            // A claim reads due rows in (available_at, id) order and probes each; it reads (and locks)
-            // at most `CLAIM_READ_PER_ROW` rows per row asked for (`candidates`). When that comes
-            // back short although as many due rows wait, the rows it can deliver lie further on:
-            // every aggregate in front has a row in flight (a backlog over fewer aggregates than
-            // the relay keeps in flight). It then also reads each aggregate's lowest live row
-            // through `idx_outbox_aggregate`, one descent per aggregate (`heads_beyond`), and the
-            // rows without an aggregate through their own index (`without_aggregate`, migration
-            // 0005), instead of reading and probing the whole backlog for each claim. The rows read
-            // in front but left (blocked behind their aggregate's head) stay locked until the claim
-            // commits; no one else could claim them meanwhile anyway.
-            //
             // `{floor}` is `TRUE`, or a lower bound on (available_at, id) the claimer learnt from its
             // last claim (`repository/claim.rs`): the scan then starts there instead of stepping over
             // the index entries of every row claimed since the last vacuum, which an open transaction
@@ -96,62 +78,31 @@ impl Statements {
             // first PENDING row at or above the bound (of any type), as `floor_available_at` and
             // `floor_id`, read in the claim's own snapshot.
             claim_template: format!(
-                "WITH RECURSIVE floor AS ( \
+                "WITH floor AS ( \
                    SELECT o.available_at, o.id FROM {outbox} o \
                    WHERE o.state = 'PENDING' AND ({{floor}}) \
                    ORDER BY o.available_at, o.id \
                    LIMIT 1), \
                  candidates AS ( \
-                   SELECT f.id FROM ( \
-                     SELECT o.id, o.aggregate_id FROM {outbox} o \
-                     WHERE {due} AND ({{floor}}) \
-                     ORDER BY o.available_at, o.id \
-                     LIMIT $1 * {CLAIM_READ_PER_ROW} \
-                     FOR UPDATE SKIP LOCKED) f \
-                   WHERE f.aggregate_id IS NULL OR ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.state = 'PENDING' \
+                     AND o.available_at <= NOW() \
+                     AND ({{floor}}) \
+                     AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) \
+                     AND ({{eligibility}}) \
+                     AND (o.aggregate_id IS NULL OR ( \
                            SELECT h.id FROM {outbox} h \
-                           WHERE h.aggregate_id = f.aggregate_id \
+                           WHERE h.aggregate_id = o.aggregate_id \
                              AND h.state IN ('PENDING', 'PROCESSING') \
-                             AND h.id < f.id \
+                             AND h.id < o.id \
                            ORDER BY h.id DESC \
-                           LIMIT 1) IS NULL \
-                   LIMIT $1), \
-                 blocked AS ( \
-                   SELECT (SELECT count(*) FROM candidates) < $1 \
-                      AND (SELECT count(*) FROM ( \
-                             SELECT 1 FROM {outbox} o WHERE {due} AND ({{floor}}) \
-                             ORDER BY o.available_at, o.id \
-                             LIMIT $1 * {CLAIM_READ_PER_ROW}) due_rows) \
-                          >= $1 * {CLAIM_READ_PER_ROW} AS front_is_blocked), \
-                 heads_beyond(aggregate_id, id) AS ( \
-                   (SELECT h.aggregate_id, h.id FROM {outbox} h \
-                    WHERE h.state IN ('PENDING', 'PROCESSING') AND h.aggregate_id IS NOT NULL \
-                      AND (SELECT front_is_blocked FROM blocked) \
-                    ORDER BY h.aggregate_id, h.id \
-                    LIMIT 1) \
-                   UNION ALL \
-                   SELECT n.aggregate_id, n.id FROM heads_beyond p CROSS JOIN LATERAL ( \
-                     SELECT h.aggregate_id, h.id FROM {outbox} h \
-                     WHERE h.state IN ('PENDING', 'PROCESSING') AND h.aggregate_id > p.aggregate_id \
-                     ORDER BY h.aggregate_id, h.id \
-                     LIMIT 1) n), \
-                 without_aggregate AS ( \
-                   SELECT o.id FROM {outbox} o \
-                   WHERE {due} AND o.aggregate_id IS NULL \
-                     AND (SELECT front_is_blocked FROM blocked) \
+                           LIMIT 1) IS NULL) \
                    ORDER BY o.available_at, o.id \
-                   LIMIT $1), \
-                 beyond AS ( \
-                   SELECT o.id FROM {outbox} o \
-                   WHERE o.id IN (SELECT id FROM heads_beyond UNION ALL SELECT id FROM without_aggregate) \
-                     AND o.id NOT IN (SELECT id FROM candidates) \
-                     AND {due} \
-                   ORDER BY o.available_at, o.id \
-                   LIMIT $1 - (SELECT count(*) FROM candidates) \
+                   LIMIT $1 \
                    FOR UPDATE SKIP LOCKED) \
                  UPDATE {outbox} AS o \
                  SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
-                 FROM (SELECT id FROM candidates UNION ALL SELECT id FROM beyond) c WHERE o.id = c.id \
+                 FROM candidates c WHERE o.id = c.id \
                  RETURNING {record_columns}, \
                    (SELECT available_at FROM floor) AS floor_available_at, \
                    (SELECT id FROM floor) AS floor_id"
