@@ -26,6 +26,7 @@ use outbox_tests::drain;
 use outbox_tests::host::{self, wait_until};
 use outbox_tests::latency;
 use outbox_tests::plugins;
+use outbox_tests::rounds;
 use outbox_tests::scratch::ScratchDir;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -56,14 +57,14 @@ async fn main() {
     let (rows, aggregates) = (scaled(ROWS), scaled(AGGREGATES));
     let (large_rows, large_aggregates) = (scaled(LARGE_ROWS), scaled(LARGE_AGGREGATES));
     println!("throughput anchors (scale {scale}), NOOP rows, PostgreSQL on the same machine");
-    if let Some(rounds) = rounds("ANCHORS_LATENCY_ONLY") {
+    if let Some(rounds) = rounds::from_env("ANCHORS_LATENCY_ONLY") {
         // The latency under load only, so wake-up changes can be compared back to back.
         for _ in 0..rounds {
             print_latency(scale).await;
         }
         return;
     }
-    if let Some(rounds) = rounds("ANCHORS_RELAY_ONLY") {
+    if let Some(rounds) = rounds::from_env("ANCHORS_RELAY_ONLY") {
         // Settings compared back to back (`OUTBOX_RELAY_*` reach the child): the relay's drains only.
         let aggregates = std::env::var("ANCHORS_AGGREGATES").map_or(aggregates, |value| {
             value.parse().expect("ANCHORS_AGGREGATES is a number")
@@ -119,16 +120,6 @@ async fn main() {
     );
 
     print_latency(scale).await;
-}
-
-/// The rounds `variable` asks for, when it is set.
-fn rounds(variable: &str) -> Option<u32> {
-    let value = std::env::var(variable).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{variable} is a number of rounds")),
-    )
 }
 
 async fn print_latency(scale: f64) {

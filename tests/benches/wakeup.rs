@@ -24,7 +24,7 @@ use outbox_tests::db::{TestDb, entry};
 use outbox_tests::host::{self, TestHost, wait_until};
 use outbox_tests::latency;
 use outbox_tests::plugins;
-use outbox_tests::rounds::median;
+use outbox_tests::rounds::{self, median};
 use outbox_tests::scratch::ScratchDir;
 use sqlx::postgres::PgListener;
 use std::sync::Arc;
@@ -66,10 +66,7 @@ enum RelayState {
 
 #[tokio::main]
 async fn main() {
-    let runs = std::env::var("WAKEUP_ROUNDS")
-        .ok()
-        .map(|rounds| rounds.parse().expect("WAKEUP_ROUNDS is a number of rounds"))
-        .unwrap_or(RUNS);
+    let runs = rounds::from_env("WAKEUP_ROUNDS").unwrap_or(RUNS);
     println!(
         "application insert throughput, {CLIENTS} clients, one-row transactions, {runs} rounds of {MEASURE:?} per trigger"
     );

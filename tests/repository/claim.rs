@@ -195,7 +195,7 @@ async fn a_head_this_node_cannot_deliver_blocks_its_siblings() {
 // --- beyond a front of blocked rows ---------------------------------------------------------------
 
 /// Aggregate "hot": its head in flight for another claimer, then `behind` rows waiting behind it, so
-/// a claim of 2 reads a front (4 due rows) that holds no head at all.
+/// the oldest due rows hold no head at all and the rows a claim may take lie beyond them.
 async fn a_hot_aggregate_in_flight(db: &TestDb, behind: usize) {
     db.publish(entry("A", "x").aggregate("Order", "hot")).await;
     db.repository()
