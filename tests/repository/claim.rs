@@ -194,15 +194,16 @@ async fn a_head_this_node_cannot_deliver_blocks_its_siblings() {
 
 // --- beyond a front of blocked rows ---------------------------------------------------------------
 
-/// Aggregate "hot": its head in flight for another claimer, then `behind` rows waiting behind it, so
-/// the oldest due rows hold no head at all and the rows a claim may take lie beyond them.
-async fn a_hot_aggregate_in_flight(db: &TestDb, behind: usize) {
+/// Aggregate "hot": its head in flight for another claimer, then rows waiting behind it, many times
+/// more than a claim of 2 reads in front, so the oldest due rows hold no head at all and the rows a
+/// claim may take lie beyond them.
+async fn a_hot_aggregate_in_flight(db: &TestDb) {
     db.publish(entry("A", "x").aggregate("Order", "hot")).await;
     db.repository()
         .claim_batch(1, OTHER, &all(&["A"]))
         .await
         .unwrap();
-    for _ in 0..behind {
+    for _ in 0..40 {
         db.publish(entry("A", "x").aggregate("Order", "hot")).await;
     }
 }
@@ -210,7 +211,7 @@ async fn a_hot_aggregate_in_flight(db: &TestDb, behind: usize) {
 #[tokio::test]
 async fn heads_beyond_a_front_of_blocked_rows_are_claimed() {
     let db = TestDb::new().await;
-    a_hot_aggregate_in_flight(&db, 5).await;
+    a_hot_aggregate_in_flight(&db).await;
     let cold_head = db.publish(entry("A", "x").aggregate("Order", "cold")).await;
     db.publish(entry("A", "x").aggregate("Order", "cold")).await;
     let free = db.publish(entry("A", "x")).await;
@@ -225,7 +226,7 @@ async fn heads_beyond_a_front_of_blocked_rows_are_claimed() {
 #[tokio::test]
 async fn beyond_a_blocked_front_a_head_not_due_still_blocks_its_aggregate() {
     let db = TestDb::new().await;
-    a_hot_aggregate_in_flight(&db, 5).await;
+    a_hot_aggregate_in_flight(&db).await;
     let cold_head = db.publish(entry("A", "x").aggregate("Order", "cold")).await;
     db.publish(entry("A", "x").aggregate("Order", "cold")).await;
     db.execute(&format!(
@@ -244,7 +245,7 @@ async fn beyond_a_blocked_front_a_head_not_due_still_blocks_its_aggregate() {
 #[tokio::test]
 async fn beyond_a_blocked_front_only_types_this_node_can_deliver_are_claimed() {
     let db = TestDb::new().await;
-    a_hot_aggregate_in_flight(&db, 5).await;
+    a_hot_aggregate_in_flight(&db).await;
     let cold_head = db.publish(entry("B", "x").aggregate("Order", "cold")).await;
     let free = db.publish(entry("B", "x")).await;
     let repo = db.repository();

@@ -11,6 +11,11 @@
 //! a claim that comes back short is completed by a scan from the front, and at least every
 //! [`FULL_SCAN_EVERY`] a claim scans from the front anyway, so such a row waits that long at most
 //! while the backlog lasts. Head-of-line is checked in full by every claim, floor or not.
+//!
+//! A claim reads a bounded front of rows in that order. When it comes back short although rows wait
+//! past its front (the front's aggregates all have a row in flight, as in a backlog over fewer
+//! aggregates than the relay keeps in flight), the claimer reads the aggregates' heads through
+//! their own index instead of reading the whole backlog on every claim (the statements in `sql.rs`).
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::{Claims, record_marks};
@@ -91,11 +96,14 @@ impl Floors {
     }
 }
 
-/// What one claim statement found.
+/// What one claim found.
 struct Scanned {
     rows: Vec<OutboxRecord>,
     /// The oldest PENDING row at or above where the scan started, when it claimed anything.
     floor: Option<(DateTime<Utc>, i64)>,
+    /// PENDING rows wait past the rows the claim may read: if it came back short, rows it can
+    /// deliver may lie beyond them.
+    front_was_full: bool,
 }
 
 impl OutboxRepository {
@@ -114,12 +122,16 @@ impl OutboxRepository {
         let Eligibility::Filter { sql, binds } = eligibility(scopes, 3) else {
             return Ok(Vec::new());
         };
-        let mut conn = self.pool.acquire().await?;
-        let scanned = claim(
-            &mut conn, &self.sql, &sql, &binds, batch_size, claimed_by, None,
-        )
-        .await?;
+        let mut tx = self.pool.begin().await?;
+        let claim = Claim {
+            statements: &self.sql,
+            filter: &sql,
+            binds: &binds,
+            claimed_by,
+        };
+        let (scanned, _) = claim.rows(&mut tx, batch_size, None).await?;
         let mut rows = scanned.rows;
+        tx.commit().await?;
         rows.sort_unstable_by_key(|row| row.id);
         Ok(rows)
     }
@@ -158,28 +170,13 @@ impl OutboxRepository {
             });
         };
         let start = self.floors.start(claimed_by);
-        let mut scanned = claim(
-            &mut tx, &self.sql, &sql, &binds, batch_size, claimed_by, start,
-        )
-        .await?;
-        let mut from_front = start.is_none();
-        let missing = batch_size as usize - scanned.rows.len().min(batch_size as usize);
-        if start.is_some() && missing > 0 {
-            // Short from the floor: what may wait below it is claimed too before the loop rests.
-            let front = claim(
-                &mut tx,
-                &self.sql,
-                &sql,
-                &binds,
-                u32::try_from(missing).unwrap_or(u32::MAX),
-                claimed_by,
-                None,
-            )
-            .await?;
-            from_front = true;
-            scanned.rows.extend(front.rows);
-            scanned.floor = front.floor.or(scanned.floor);
-        }
+        let claim = Claim {
+            statements: &self.sql,
+            filter: &sql,
+            binds: &binds,
+            claimed_by,
+        };
+        let (mut scanned, from_front) = claim.rows(&mut tx, batch_size, start).await?;
         tx.commit().await?;
         let full = scanned.rows.len() >= batch_size as usize;
         let mut claimed = std::mem::take(&mut scanned.rows);
@@ -189,50 +186,125 @@ impl OutboxRepository {
     }
 }
 
-async fn claim(
-    conn: &mut PgConnection,
-    statements: &Statements,
-    filter: &str,
-    binds: &[Bind<'_>],
-    batch_size: u32,
-    claimed_by: &str,
-    start: Option<(DateTime<Utc>, i64)>,
-) -> Result<Scanned, sqlx::Error> {
-    let floor = match start {
-        Some(_) => {
-            let first = 3 + binds.len();
-            format!("(o.available_at, o.id) >= (${first}, ${})", first + 1)
-        }
-        None => "TRUE".to_owned(),
-    };
-    let sql = statements
-        .claim_template
-        .replace("{eligibility}", filter)
-        .replace("{floor}", &floor);
-    let mut query = sqlx::query(&sql)
-        .bind(i64::from(batch_size))
-        .bind(claimed_by);
-    for bind in binds {
-        query = match bind {
-            Bind::Text(value) => query.bind(*value),
-            Bind::TextArray(values) => query.bind(*values),
+/// One claimer's claim of one turn: the statements it runs, and what it may deliver.
+struct Claim<'a> {
+    statements: &'a Statements,
+    filter: &'a str,
+    binds: &'a [Bind<'a>],
+    claimed_by: &'a str,
+}
+
+impl Claim<'_> {
+    /// Claims up to `batch_size` rows, scanning from `start` (or the front). Short from `start`, it
+    /// completes the batch from the front; short after reading a full front, it completes it with
+    /// the heads beyond. Answers whether it scanned from the front.
+    async fn rows(
+        &self,
+        conn: &mut PgConnection,
+        batch_size: u32,
+        start: Option<(DateTime<Utc>, i64)>,
+    ) -> Result<(Scanned, bool), sqlx::Error> {
+        let mut scanned = self.front(conn, batch_size, start).await?;
+        let mut from_front = start.is_none();
+        let missing = |scanned: &Scanned| {
+            batch_size.saturating_sub(u32::try_from(scanned.rows.len()).unwrap_or(u32::MAX))
         };
-    }
-    if let Some((available_at, id)) = start {
-        query = query.bind(available_at).bind(id);
-    }
-    let found = query.fetch_all(conn).await?;
-    let floor = match found.first() {
-        Some(row) => {
-            let available_at: Option<DateTime<Utc>> = row.try_get("floor_available_at")?;
-            let id: Option<i64> = row.try_get("floor_id")?;
-            available_at.zip(id)
+        if start.is_some() && missing(&scanned) > 0 {
+            // Short from the floor: what may wait below it is claimed too before the loop rests.
+            let front = self.front(conn, missing(&scanned), None).await?;
+            scanned.rows.extend(front.rows);
+            scanned.floor = front.floor.or(scanned.floor);
+            scanned.front_was_full = front.front_was_full;
+            from_front = true;
         }
-        None => None,
-    };
-    let rows = found
-        .iter()
-        .map(OutboxRecord::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Scanned { rows, floor })
+        if scanned.front_was_full && missing(&scanned) > 0 {
+            let heads = self.heads(conn, missing(&scanned)).await?;
+            scanned.rows.extend(heads);
+        }
+        Ok((scanned, from_front))
+    }
+
+    async fn front(
+        &self,
+        conn: &mut PgConnection,
+        batch_size: u32,
+        start: Option<(DateTime<Utc>, i64)>,
+    ) -> Result<Scanned, sqlx::Error> {
+        let floor = match start {
+            Some(_) => {
+                let first = 3 + self.binds.len();
+                format!("(o.available_at, o.id) >= (${first}, ${})", first + 1)
+            }
+            None => "TRUE".to_owned(),
+        };
+        let sql = self
+            .statements
+            .claim_template
+            .replace("{eligibility}", self.filter)
+            .replace("{floor}", &floor);
+        let mut query = self.bind(sqlx::query(&sql), batch_size);
+        if let Some((available_at, id)) = start {
+            query = query.bind(available_at).bind(id);
+        }
+        // One row at least: a claim that took nothing answers on a row of NULLs.
+        let found = query.fetch_all(conn).await?;
+        let Some(first) = found.first() else {
+            return Ok(Scanned {
+                rows: Vec::new(),
+                floor: None,
+                front_was_full: false,
+            });
+        };
+        let available_at: Option<DateTime<Utc>> = first.try_get("floor_available_at")?;
+        let id: Option<i64> = first.try_get("floor_id")?;
+        let front_was_full: bool = first.try_get("front_was_full")?;
+        let mut rows = Vec::with_capacity(found.len());
+        for row in &found {
+            if row.try_get::<Option<i64>, _>("id")?.is_some() {
+                rows.push(OutboxRecord::from_row(row)?);
+            }
+        }
+        Ok(Scanned {
+            floor: if rows.is_empty() {
+                None
+            } else {
+                available_at.zip(id)
+            },
+            rows,
+            front_was_full,
+        })
+    }
+
+    async fn heads(
+        &self,
+        conn: &mut PgConnection,
+        batch_size: u32,
+    ) -> Result<Vec<OutboxRecord>, sqlx::Error> {
+        let sql = self
+            .statements
+            .claim_heads_template
+            .replace("{eligibility}", self.filter);
+        self.bind(sqlx::query(&sql), batch_size)
+            .fetch_all(conn)
+            .await?
+            .iter()
+            .map(OutboxRecord::from_row)
+            .collect()
+    }
+
+    /// Binds the parameters every claim statement shares: the batch, the claimer, the filter's.
+    fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+        batch_size: u32,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let mut query = query.bind(i64::from(batch_size)).bind(self.claimed_by);
+        for bind in self.binds {
+            query = match bind {
+                Bind::Text(value) => query.bind(*value),
+                Bind::TextArray(values) => query.bind(*values),
+            };
+        }
+        query
+    }
 }

@@ -20,6 +20,10 @@ fn record_columns() -> String {
     )
 }
 
+/// A claim reads at most this many due rows in order per row it asks for before the claimer looks
+/// for aggregate heads further on (the claim's statements below).
+const CLAIM_READ_PER_ROW: u32 = 4;
+
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub tables: Tables,
@@ -28,6 +32,8 @@ pub(crate) struct Statements {
     /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes, and `{floor}`
     /// with where its scan starts (`claim.rs`).
     pub claim_template: String,
+    /// The claim of heads beyond a blocked front, with `{eligibility}` left to fill in.
+    pub claim_heads_template: String,
     pub mark: String,
     pub reclaim_stale: String,
     pub dead_letter_invalid_types: String,
@@ -53,6 +59,9 @@ impl Statements {
         let outbox = tables.outbox();
         let inbox = tables.inbox();
         let record_columns = record_columns();
+        // A row this node may claim now, but for head-of-line; `{eligibility}` is filled in per claim.
+        let due = "(o.state = 'PENDING' AND o.available_at <= NOW() \
+                    AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) AND ({eligibility}))";
         let counted_states = COUNTED_STATES
             .map(|state| format!("'{}'", state.as_str()))
             .join(", ");
@@ -71,6 +80,14 @@ impl Statements {
             // live sibling at once, rather than first stepping over every row of its aggregate
             // already delivered (versions vacuum may not have removed yet).
             //
+            // A claim reads at most `CLAIM_READ_PER_ROW` PENDING rows per row asked for, in
+            // (available_at, id) order: `bound` is the first row past them, and the scan stops
+            // there, so a claim's cost follows the batch, not the backlog. It answers whether rows
+            // wait past the bound (`front_was_full`, on a row of NULLs when it claimed nothing): a
+            // short claim with rows past its bound found its front blocked (every aggregate in
+            // front with a row in flight, or rows this node does not deliver), and the claimer then
+            // looks for heads further on (`claim_heads_template`). Only the rows claimed are locked.
+            //
             // `{floor}` is `TRUE`, or a lower bound on (available_at, id) the claimer learnt from its
             // last claim (`repository/claim.rs`): the scan then starts there instead of stepping over
             // the index entries of every row claimed since the last vacuum, which an open transaction
@@ -83,13 +100,18 @@ impl Statements {
                    WHERE o.state = 'PENDING' AND ({{floor}}) \
                    ORDER BY o.available_at, o.id \
                    LIMIT 1), \
+                 bound AS ( \
+                   SELECT o.available_at, o.id FROM {outbox} o \
+                   WHERE o.state = 'PENDING' AND ({{floor}}) \
+                   ORDER BY o.available_at, o.id \
+                   OFFSET $1 * {CLAIM_READ_PER_ROW} \
+                   LIMIT 1), \
                  candidates AS ( \
                    SELECT o.id FROM {outbox} o \
-                   WHERE o.state = 'PENDING' \
-                     AND o.available_at <= NOW() \
-                     AND ({{floor}}) \
-                     AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) \
-                     AND ({{eligibility}}) \
+                   WHERE {due} AND ({{floor}}) \
+                     AND (o.available_at, o.id) < ( \
+                           COALESCE((SELECT available_at FROM bound), 'infinity'), \
+                           COALESCE((SELECT id FROM bound), 0)) \
                      AND (o.aggregate_id IS NULL OR ( \
                            SELECT h.id FROM {outbox} h \
                            WHERE h.aggregate_id = o.aggregate_id \
@@ -99,13 +121,51 @@ impl Statements {
                            LIMIT 1) IS NULL) \
                    ORDER BY o.available_at, o.id \
                    LIMIT $1 \
+                   FOR UPDATE SKIP LOCKED), \
+                 claimed AS ( \
+                   UPDATE {outbox} AS o \
+                   SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
+                   FROM candidates c WHERE o.id = c.id \
+                   RETURNING {record_columns}) \
+                 SELECT claimed.*, \
+                   (SELECT available_at FROM floor) AS floor_available_at, \
+                   (SELECT id FROM floor) AS floor_id, \
+                   EXISTS (SELECT FROM bound) AS front_was_full \
+                 FROM (VALUES (1)) AS turn (one) LEFT JOIN claimed ON TRUE"
+            ),
+            // The heads beyond a front of blocked rows: each aggregate's lowest live row, read
+            // through `idx_outbox_aggregate` one descent per aggregate with live rows (a loose index
+            // scan), and the rows without an aggregate, through their own index (migration 0005).
+            // A head that is not due, or of a type this node cannot deliver, still blocks its
+            // aggregate: only the head itself is ever taken.
+            claim_heads_template: format!(
+                "WITH RECURSIVE heads (aggregate_id, id) AS ( \
+                   (SELECT h.aggregate_id, h.id FROM {outbox} h \
+                    WHERE h.state IN ('PENDING', 'PROCESSING') AND h.aggregate_id IS NOT NULL \
+                    ORDER BY h.aggregate_id, h.id \
+                    LIMIT 1) \
+                   UNION ALL \
+                   SELECT n.aggregate_id, n.id FROM heads p CROSS JOIN LATERAL ( \
+                     SELECT h.aggregate_id, h.id FROM {outbox} h \
+                     WHERE h.state IN ('PENDING', 'PROCESSING') AND h.aggregate_id > p.aggregate_id \
+                     ORDER BY h.aggregate_id, h.id \
+                     LIMIT 1) n), \
+                 without_aggregate AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE {due} AND o.aggregate_id IS NULL \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT $1), \
+                 candidates AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.id IN (SELECT id FROM heads UNION ALL SELECT id FROM without_aggregate) \
+                     AND {due} \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT $1 \
                    FOR UPDATE SKIP LOCKED) \
                  UPDATE {outbox} AS o \
                  SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
                  FROM candidates c WHERE o.id = c.id \
-                 RETURNING {record_columns}, \
-                   (SELECT available_at FROM floor) AS floor_available_at, \
-                   (SELECT id FROM floor) AS floor_id"
+                 RETURNING {record_columns}"
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
