@@ -12,7 +12,7 @@
 //! [`FULL_SCAN_EVERY`] a claim scans from the front anyway, so such a row waits that long at most
 //! while the backlog lasts. Head-of-line is checked in full by every claim, floor or not.
 //!
-//! A claim reads a bounded front of rows in that order. When it comes back short although rows wait
+//! A claim reads a bounded front of rows in that order. When it comes back empty although rows wait
 //! past its front (the front's aggregates all have a row in flight, as in a backlog over fewer
 //! aggregates than the relay keeps in flight), the claimer reads the aggregates' heads through
 //! their own index instead of reading the whole backlog on every claim (the statements in `sql.rs`).
@@ -196,8 +196,10 @@ struct Claim<'a> {
 
 impl Claim<'_> {
     /// Claims up to `batch_size` rows, scanning from `start` (or the front). Short from `start`, it
-    /// completes the batch from the front; short after reading a full front, it completes it with
-    /// the heads beyond. Answers whether it scanned from the front.
+    /// completes the batch from the front. Empty although rows wait past its front, it claims the
+    /// heads beyond: only then, as reading every aggregate's head costs more than a claim the more
+    /// aggregates there are, and a claim short by a few rows (locked by another claimer, or behind a
+    /// head in flight) needs nothing more. Answers whether it scanned from the front.
     async fn rows(
         &self,
         conn: &mut PgConnection,
@@ -217,7 +219,7 @@ impl Claim<'_> {
             scanned.front_was_full = front.front_was_full;
             from_front = true;
         }
-        if scanned.front_was_full && missing(&scanned) > 0 {
+        if scanned.front_was_full && scanned.rows.is_empty() {
             let heads = self.heads(conn, missing(&scanned)).await?;
             scanned.rows.extend(heads);
         }
@@ -237,11 +239,23 @@ impl Claim<'_> {
             }
             None => "TRUE".to_owned(),
         };
+        // From a floor a backlog is likely, and the scan finds its rows at once: it runs unbounded,
+        // which costs less than finding the bound first. From the front it stops at the bound.
+        let (below_bound, front_was_full) = match start {
+            Some(_) => ("TRUE", "FALSE"),
+            None => (
+                "(o.available_at, o.id) < (COALESCE((SELECT available_at FROM bound), 'infinity'), \
+                  COALESCE((SELECT id FROM bound), 0))",
+                "EXISTS (SELECT FROM bound)",
+            ),
+        };
         let sql = self
             .statements
             .claim_template
             .replace("{eligibility}", self.filter)
-            .replace("{floor}", &floor);
+            .replace("{floor}", &floor)
+            .replace("{below_bound}", below_bound)
+            .replace("{front_was_full}", front_was_full);
         let mut query = self.bind(sqlx::query(&sql), batch_size);
         if let Some((available_at, id)) = start {
             query = query.bind(available_at).bind(id);

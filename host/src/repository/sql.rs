@@ -83,8 +83,8 @@ impl Statements {
             // A claim reads at most `CLAIM_READ_PER_ROW` PENDING rows per row asked for, in
             // (available_at, id) order: `bound` is the first row past them, and the scan stops
             // there, so a claim's cost follows the batch, not the backlog. It answers whether rows
-            // wait past the bound (`front_was_full`, on a row of NULLs when it claimed nothing): a
-            // short claim with rows past its bound found its front blocked (every aggregate in
+            // wait past the bound (`front_was_full`, on a row of NULLs when it claimed nothing): an
+            // empty claim with rows past its bound found its front blocked (every aggregate in
             // front with a row in flight, or rows this node does not deliver), and the claimer then
             // looks for heads further on (`claim_heads_template`). Only the rows claimed are locked.
             //
@@ -109,9 +109,7 @@ impl Statements {
                  candidates AS ( \
                    SELECT o.id FROM {outbox} o \
                    WHERE {due} AND ({{floor}}) \
-                     AND (o.available_at, o.id) < ( \
-                           COALESCE((SELECT available_at FROM bound), 'infinity'), \
-                           COALESCE((SELECT id FROM bound), 0)) \
+                     AND ({{below_bound}}) \
                      AND (o.aggregate_id IS NULL OR ( \
                            SELECT h.id FROM {outbox} h \
                            WHERE h.aggregate_id = o.aggregate_id \
@@ -130,7 +128,7 @@ impl Statements {
                  SELECT claimed.*, \
                    (SELECT available_at FROM floor) AS floor_available_at, \
                    (SELECT id FROM floor) AS floor_id, \
-                   EXISTS (SELECT FROM bound) AS front_was_full \
+                   {{front_was_full}} AS front_was_full \
                  FROM (VALUES (1)) AS turn (one) LEFT JOIN claimed ON TRUE"
             ),
             // The heads beyond a front of blocked rows: each aggregate's lowest live row, read
