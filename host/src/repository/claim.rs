@@ -101,8 +101,8 @@ struct Scanned {
     rows: Vec<OutboxRecord>,
     /// The oldest PENDING row at or above where the scan started, when it claimed anything.
     floor: Option<(DateTime<Utc>, i64)>,
-    /// PENDING rows wait past the rows the claim may read: if it came back short, rows it can
-    /// deliver may lie beyond them.
+    /// PENDING rows wait past the rows a claim from the front may read: if it came back empty,
+    /// rows it can deliver may lie beyond them.
     front_was_full: bool,
 }
 
@@ -232,18 +232,19 @@ impl Claim<'_> {
         batch_size: u32,
         start: Option<(DateTime<Utc>, i64)>,
     ) -> Result<Scanned, sqlx::Error> {
-        let floor = match start {
-            Some(_) => {
-                let first = 3 + self.binds.len();
-                format!("(o.available_at, o.id) >= (${first}, ${})", first + 1)
-            }
-            None => "TRUE".to_owned(),
-        };
         // From a floor a backlog is likely, and the scan finds its rows at once: it runs unbounded,
         // which costs less than finding the bound first. From the front it stops at the bound.
-        let (below_bound, front_was_full) = match start {
-            Some(_) => ("TRUE", "FALSE"),
+        let (floor, below_bound, front_was_full) = match start {
+            Some(_) => {
+                let first = 3 + self.binds.len();
+                (
+                    format!("(o.available_at, o.id) >= (${first}, ${})", first + 1),
+                    "TRUE",
+                    "FALSE",
+                )
+            }
             None => (
+                "TRUE".to_owned(),
                 "(o.available_at, o.id) < (COALESCE((SELECT available_at FROM bound), 'infinity'), \
                   COALESCE((SELECT id FROM bound), 0))",
                 "EXISTS (SELECT FROM bound)",
