@@ -261,6 +261,37 @@ async fn beyond_a_blocked_front_only_types_this_node_can_deliver_are_claimed() {
     );
 }
 
+/// The heads are found by stepping from one aggregate id to the next in the index's order, so ids
+/// at its ends or made of odd characters must not end the walk early.
+#[tokio::test]
+async fn beyond_a_blocked_front_heads_are_found_whatever_their_aggregate_ids() {
+    let db = TestDb::new().await;
+    a_hot_aggregate_in_flight(&db).await;
+    let odd_ids = [
+        String::new(),
+        " ".to_owned(),
+        "\u{1}\t\r\n\u{7f}".to_owned(),
+        "'; DROP TABLE outbox; --".to_owned(),
+        "ü\u{202e}漢字".to_owned(),
+        "z".repeat(255),
+    ];
+    let mut heads = Vec::new();
+    for aggregate_id in &odd_ids {
+        heads.push(
+            db.publish(entry("A", "x").aggregate("Order", aggregate_id))
+                .await,
+        );
+        db.publish(entry("A", "x").aggregate("Order", aggregate_id))
+            .await;
+    }
+    let claimed = db
+        .repository()
+        .claim_batch(10, NODE, &all(&["A"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), heads);
+}
+
 // --- concurrency ----------------------------------------------------------------------------------
 
 #[tokio::test]
