@@ -19,7 +19,8 @@
 //!
 //! Run: `cargo bench -p outbox-tests --bench throughput_anchors` (`ANCHORS_SCALE=0.1` multiplies every
 //! row count, and the latency run's length, by 0.1 for a quick look; with `ANCHORS_RELAY_ONLY=N`,
-//! `ANCHORS_AGGREGATES=A` spreads the relay's rows over `A` aggregates instead).
+//! `ANCHORS_AGGREGATES=A` spreads the relay's rows over `A` aggregates instead, and
+//! `ANCHORS_HELD_OPEN=1` holds a transaction open through every drain).
 
 use outbox_tests::binary::{self, HostProcess};
 use outbox_tests::db::TestDb;
@@ -73,10 +74,19 @@ async fn main() {
         let aggregates = std::env::var("ANCHORS_AGGREGATES").map_or(aggregates, |value| {
             value.parse().expect("ANCHORS_AGGREGATES is a number")
         });
+        let holdback = match std::env::var("ANCHORS_HELD_OPEN").as_deref() {
+            Ok("1") => Holdback::OpenTransaction,
+            _ => Holdback::None,
+        };
         for _ in 0..rounds {
-            let relay = relay_drain(rows, aggregates, Holdback::None).await;
+            let relay = relay_drain(rows, aggregates, holdback).await;
             println!(
-                "relay, {rows} rows / {aggregates} aggregates: {:.0} rows/s",
+                "relay, {rows} rows / {aggregates} aggregates{}: {:.0} rows/s",
+                if holdback == Holdback::None {
+                    ""
+                } else {
+                    ", a transaction held open"
+                },
                 relay.rate
             );
         }
