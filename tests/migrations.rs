@@ -99,8 +99,8 @@ async fn catalog(pool: &PgPool, schema: &str) -> Vec<String> {
 }
 
 /// The seed's tables and indexes (migration 0001), the doorbell trigger that replaced its trigger
-/// (0003), the index of rows whose destination type is invalid (0004), and the index of PENDING rows
-/// without an aggregate (0005).
+/// (0003), the index of rows whose destination type is invalid (0004), the index of PENDING rows
+/// without an aggregate (0005), and the index of live rows by id (0006).
 const SCHEMA: &[&str] = &[
     "inbox.message_id character varying(255) nullable=NO default=-",
     "inbox.source character varying(255) nullable=NO default=-",
@@ -131,6 +131,7 @@ const SCHEMA: &[&str] = &[
     "CREATE INDEX idx_outbox_aggregate ON public.outbox USING btree (aggregate_id, id) WHERE (((state)::text = ANY ((ARRAY['PENDING'::character varying, 'PROCESSING'::character varying])::text[])) AND (aggregate_id IS NOT NULL))",
     "CREATE INDEX idx_outbox_dead_letter ON public.outbox USING btree (updated_at) WHERE ((state)::text = 'DEAD_LETTER'::text)",
     "CREATE INDEX idx_outbox_invalid_destination_type ON public.outbox USING btree (id) WHERE (((state)::text = 'PENDING'::text) AND ((destination_type)::text !~ '^[A-Za-z0-9_-]{1,32}$'::text))",
+    "CREATE INDEX idx_outbox_live ON public.outbox USING btree (id) WHERE ((state)::text = ANY ((ARRAY['PENDING'::character varying, 'PROCESSING'::character varying])::text[]))",
     "CREATE INDEX idx_outbox_pending ON public.outbox USING btree (available_at, id) WHERE ((state)::text = 'PENDING'::text)",
     "CREATE INDEX idx_outbox_pending_without_aggregate ON public.outbox USING btree (available_at, id) WHERE (((state)::text = 'PENDING'::text) AND (aggregate_id IS NULL))",
     "CREATE INDEX idx_outbox_processing ON public.outbox USING btree (claimed_at) WHERE ((state)::text = 'PROCESSING'::text)",

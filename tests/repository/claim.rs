@@ -526,6 +526,27 @@ async fn a_reclaimed_head_below_the_floor_still_holds_its_aggregate_back_and_is_
 }
 
 #[tokio::test]
+async fn a_head_in_flight_holds_its_aggregate_back_while_claims_start_past_it() {
+    let db = TestDb::new().await;
+    let head = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let mut free = Vec::new();
+    for _ in 0..6 {
+        free.push(db.publish(entry("A", "x")).await);
+    }
+    let sibling = db.publish(entry("A", "x").aggregate("Order", "1")).await;
+    let last = db.publish(entry("A", "x")).await;
+    let repo = db.repository();
+    assert_eq!(turn(&repo, &[], 2).await, vec![head, free[0]]);
+    // Full claims, each starting where the last one left off: the head stays in flight, and the
+    // lowest live row every probe starts from stays at it.
+    assert_eq!(turn(&repo, &[free[0]], 2).await, free[1..3]);
+    assert_eq!(turn(&repo, &free[1..3], 2).await, free[3..5]);
+    assert_eq!(turn(&repo, &free[3..5], 2).await, vec![free[5], last]);
+    assert_eq!(db.state_of(sibling).await, "PENDING");
+    assert_eq!(turn(&repo, &[head, free[5], last], 2).await, vec![sibling]);
+}
+
+#[tokio::test]
 async fn a_row_committed_late_with_an_older_available_at_is_claimed_below_the_floor() {
     let db = TestDb::new().await;
     let mut rows = Vec::new();

@@ -10,7 +10,17 @@
 //! (a transaction's `NOW()` is its start), a lease reclaimed, or another claimer's claim rolled back:
 //! a claim that comes back short is completed by a scan from the front, and at least every
 //! [`FULL_SCAN_EVERY`] a claim scans from the front anyway, so such a row waits that long at most
-//! while the backlog lasts. Head-of-line is checked in full by every claim, floor or not.
+//! while the backlog lasts.
+//!
+//! Head-of-line probes start at a low the same way: the lowest live (PENDING or PROCESSING) row's
+//! id, which each claim finds from where the claimer's last claim found it (from 0 when it scans
+//! from the front), so a probe from an aggregate's head does not step over every row of its
+//! aggregate delivered since the last vacuum. A row can turn live below the low only by a commit
+//! that comes late or a redrive from the dead letters; until the next scan from the front (while a
+//! backlog lasts, at most [`FULL_SCAN_EVERY`]) such a row does not hold back later rows of its
+//! aggregate. Both were passed by their siblings already or race them: a late commit's order
+//! against a concurrent transaction's is not defined, and a dead-lettered row's siblings went on
+//! without it.
 //!
 //! A claim reads a bounded front of rows in that order. When it comes back empty although rows wait
 //! past its front (the front's aggregates all have a row in flight, as in a backlog over fewer
@@ -41,12 +51,20 @@ pub struct MarkAndClaim {
 /// What a claimer learnt from its last claim. Only a hint: losing it costs one scan from the front.
 #[derive(Clone, Copy, Debug)]
 struct Floor {
-    /// The oldest PENDING row (available_at, id) the last claim saw.
-    at: (DateTime<Utc>, i64),
+    start: Start,
     /// The last claim came back full: a backlog is likely waiting.
     full: bool,
     /// When a claim last scanned from the front.
     scanned_from_front: Instant,
+}
+
+/// Where a claim's scans start, other than the front.
+#[derive(Clone, Copy, Debug)]
+struct Start {
+    /// The oldest PENDING row (available_at, id) the last claim saw.
+    at: (DateTime<Utc>, i64),
+    /// The lowest live row's id the last claim saw, where its probes start.
+    low: i64,
 }
 
 /// Per claimer (`claimed_by`), shared by the clones of one repository.
@@ -55,7 +73,7 @@ pub(super) struct Floors(Arc<Mutex<HashMap<String, Floor>>>);
 
 impl Floors {
     /// Where `claimed_by`'s next scan may start, if anywhere but the front.
-    fn start(&self, claimed_by: &str) -> Option<(DateTime<Utc>, i64)> {
+    fn start(&self, claimed_by: &str) -> Option<Start> {
         let floors = self
             .0
             .lock()
@@ -63,7 +81,7 @@ impl Floors {
         floors
             .get(claimed_by)
             .filter(|floor| floor.full && floor.scanned_from_front.elapsed() < FULL_SCAN_EVERY)
-            .map(|floor| floor.at)
+            .map(|floor| floor.start)
     }
 
     /// After a committed claim: `scanned` is what it found, `from_front` whether it scanned there.
@@ -82,7 +100,10 @@ impl Floors {
                 floors.insert(
                     claimed_by.to_owned(),
                     Floor {
-                        at,
+                        start: Start {
+                            at,
+                            low: scanned.low.unwrap_or(0),
+                        },
                         full,
                         scanned_from_front,
                     },
@@ -101,6 +122,8 @@ struct Scanned {
     rows: Vec<OutboxRecord>,
     /// The oldest PENDING row at or above where the scan started, when it claimed anything.
     floor: Option<(DateTime<Utc>, i64)>,
+    /// The lowest live row's id at or above where the probes started.
+    low: Option<i64>,
     /// PENDING rows wait past the rows a claim from the front may read: if it came back empty,
     /// rows it can deliver may lie beyond them.
     front_was_full: bool,
@@ -204,7 +227,7 @@ impl Claim<'_> {
         &self,
         conn: &mut PgConnection,
         batch_size: u32,
-        start: Option<(DateTime<Utc>, i64)>,
+        start: Option<Start>,
     ) -> Result<(Scanned, bool), sqlx::Error> {
         let mut scanned = self.front(conn, batch_size, start).await?;
         let mut from_front = start.is_none();
@@ -216,11 +239,14 @@ impl Claim<'_> {
             let front = self.front(conn, missing(&scanned), None).await?;
             scanned.rows.extend(front.rows);
             scanned.floor = front.floor.or(scanned.floor);
+            scanned.low = front.low.or(scanned.low);
             scanned.front_was_full = front.front_was_full;
             from_front = true;
         }
         if scanned.front_was_full && scanned.rows.is_empty() {
-            let heads = self.heads(conn, missing(&scanned)).await?;
+            let heads = self
+                .heads(conn, missing(&scanned), scanned.low.unwrap_or(0))
+                .await?;
             scanned.rows.extend(heads);
         }
         Ok((scanned, from_front))
@@ -230,13 +256,14 @@ impl Claim<'_> {
         &self,
         conn: &mut PgConnection,
         batch_size: u32,
-        start: Option<(DateTime<Utc>, i64)>,
+        start: Option<Start>,
     ) -> Result<Scanned, sqlx::Error> {
+        let low = 3 + self.binds.len();
         // From a floor a backlog is likely, and the scan finds its rows at once: it runs unbounded,
         // which costs less than finding the bound first. From the front it stops at the bound.
         let (floor, below_bound, front_was_full) = match start {
             Some(_) => {
-                let first = 3 + self.binds.len();
+                let first = low + 1;
                 (
                     format!("(o.available_at, o.id) >= (${first}, ${})", first + 1),
                     "TRUE",
@@ -254,11 +281,18 @@ impl Claim<'_> {
             .statements
             .claim_template
             .replace("{eligibility}", self.filter)
+            .replace("{low}", &format!("${low}"))
             .replace("{floor}", &floor)
             .replace("{below_bound}", below_bound)
             .replace("{front_was_full}", front_was_full);
-        let mut query = self.bind(sqlx::query(&sql), batch_size);
-        if let Some((available_at, id)) = start {
+        let mut query = self
+            .bind(sqlx::query(&sql), batch_size)
+            .bind(start.map_or(0, |start| start.low));
+        if let Some(Start {
+            at: (available_at, id),
+            ..
+        }) = start
+        {
             query = query.bind(available_at).bind(id);
         }
         // One row at least: a claim that took nothing answers on a row of NULLs.
@@ -267,12 +301,26 @@ impl Claim<'_> {
             return Ok(Scanned {
                 rows: Vec::new(),
                 floor: None,
+                low: None,
                 front_was_full: false,
             });
         };
         let available_at: Option<DateTime<Utc>> = first.try_get("floor_available_at")?;
         let id: Option<i64> = first.try_get("floor_id")?;
         let front_was_full: bool = first.try_get("front_was_full")?;
+        let low: Option<i64> = first.try_get("low_id")?;
+        eprintln!(
+            "DIAG {} start={:?} low={:?} ids={:?} binds={:?}\nSQL {}",
+            self.claimed_by,
+            start.map(|s| s.low),
+            low,
+            found
+                .iter()
+                .map(|r| r.try_get::<Option<i64>, _>("id").unwrap())
+                .collect::<Vec<_>>(),
+            self.binds,
+            sql
+        );
         let mut rows = Vec::with_capacity(found.len());
         for row in &found {
             if row.try_get::<Option<i64>, _>("id")?.is_some() {
@@ -285,21 +333,27 @@ impl Claim<'_> {
             } else {
                 available_at.zip(id)
             },
+            low,
             rows,
             front_was_full,
         })
     }
 
+    /// Claims the heads beyond a blocked front; `low` is the lowest live row's id the front's
+    /// claim found.
     async fn heads(
         &self,
         conn: &mut PgConnection,
         batch_size: u32,
+        low: i64,
     ) -> Result<Vec<OutboxRecord>, sqlx::Error> {
         let sql = self
             .statements
             .claim_heads_template
-            .replace("{eligibility}", self.filter);
+            .replace("{eligibility}", self.filter)
+            .replace("{low}", &format!("${}", 3 + self.binds.len()));
         self.bind(sqlx::query(&sql), batch_size)
+            .bind(low)
             .fetch_all(conn)
             .await?
             .iter()

@@ -30,9 +30,9 @@ pub(crate) struct Statements {
     pub insert_outbox: String,
     pub insert_inbox: String,
     /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes, and `{floor}`
-    /// with where its scan starts (`claim.rs`).
+    /// and `{low}` with where its scans start (`claim.rs`).
     pub claim_template: String,
-    /// The claim of heads beyond a blocked front, with `{eligibility}` left to fill in.
+    /// The claim of heads beyond a blocked front, with `{eligibility}` and `{low}` left to fill in.
     pub claim_heads_template: String,
     pub mark: String,
     pub reclaim_stale: String,
@@ -62,6 +62,8 @@ impl Statements {
         // A row this node may claim now, but for head-of-line; `{eligibility}` is filled in per claim.
         let due = "(o.state = 'PENDING' AND o.available_at <= NOW() \
                     AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) AND ({eligibility}))";
+        let from_floor = "(o.available_at, o.id) >= \
+                          ((SELECT available_at FROM floor), (SELECT id FROM floor))";
         let counted_states = COUNTED_STATES
             .map(|state| format!("'{}'", state.as_str()))
             .join(", ");
@@ -94,27 +96,41 @@ impl Statements {
             // elsewhere keeps from being cleaned up at all. Each claim returns the next floor, the
             // first PENDING row at or above the bound (of any type), as `floor_available_at` and
             // `floor_id`, read in the claim's own snapshot.
+            //
+            // The scans for the bound and the candidates start at `floor`, the first PENDING row
+            // there is: only that scan steps over what lies before it.
+            //
+            // The probe reads its aggregate only from `low`, the lowest live row of the outbox found
+            // from `{low}` (0, or the `low_id` the claimer's last claim returned), through
+            // `idx_outbox_live` (migration 0006): below it lie only entries of rows delivered, which
+            // an open transaction elsewhere keeps, and a probe from a head would otherwise step over
+            // every one of its aggregate's.
             claim_template: format!(
-                "WITH floor AS ( \
+                "WITH low AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.state IN ('PENDING', 'PROCESSING') AND o.id >= {{low}} \
+                   ORDER BY o.id \
+                   LIMIT 1), \
+                 floor AS ( \
                    SELECT o.available_at, o.id FROM {outbox} o \
                    WHERE o.state = 'PENDING' AND ({{floor}}) \
                    ORDER BY o.available_at, o.id \
                    LIMIT 1), \
                  bound AS ( \
                    SELECT o.available_at, o.id FROM {outbox} o \
-                   WHERE o.state = 'PENDING' AND ({{floor}}) \
+                   WHERE o.state = 'PENDING' AND {from_floor} \
                    ORDER BY o.available_at, o.id \
                    OFFSET $1 * {CLAIM_READ_PER_ROW} \
                    LIMIT 1), \
                  candidates AS ( \
                    SELECT o.id FROM {outbox} o \
-                   WHERE {due} AND ({{floor}}) \
+                   WHERE {due} AND {from_floor} \
                      AND ({{below_bound}}) \
                      AND (o.aggregate_id IS NULL OR ( \
                            SELECT h.id FROM {outbox} h \
                            WHERE h.aggregate_id = o.aggregate_id \
                              AND h.state IN ('PENDING', 'PROCESSING') \
-                             AND h.id < o.id \
+                             AND h.id < o.id AND h.id >= COALESCE((SELECT id FROM low), 0) \
                            ORDER BY h.id DESC \
                            LIMIT 1) IS NULL) \
                    ORDER BY o.available_at, o.id \
@@ -126,6 +142,7 @@ impl Statements {
                    FROM candidates c WHERE o.id = c.id \
                    RETURNING {record_columns}) \
                  SELECT claimed.*, \
+                   (SELECT id FROM low) AS low_id, \
                    (SELECT available_at FROM floor) AS floor_available_at, \
                    (SELECT id FROM floor) AS floor_id, \
                    {{front_was_full}} AS front_was_full \
@@ -135,17 +152,21 @@ impl Statements {
             // through `idx_outbox_aggregate` one descent per aggregate with live rows (a loose index
             // scan), and the rows without an aggregate, through their own index (migration 0005).
             // A head that is not due, or of a type this node cannot deliver, still blocks its
-            // aggregate: only the head itself is ever taken.
+            // aggregate: only the head itself is ever taken. `{low}` is the lowest live row's id the
+            // claim before found: the index's entries below it are left behind by rows delivered
+            // (the claim's probe above), and are passed over in the index without reading a row.
             claim_heads_template: format!(
                 "WITH RECURSIVE heads (aggregate_id, id) AS ( \
                    (SELECT h.aggregate_id, h.id FROM {outbox} h \
                     WHERE h.state IN ('PENDING', 'PROCESSING') AND h.aggregate_id IS NOT NULL \
+                      AND h.id >= {{low}} \
                     ORDER BY h.aggregate_id, h.id \
                     LIMIT 1) \
                    UNION ALL \
                    SELECT n.aggregate_id, n.id FROM heads p CROSS JOIN LATERAL ( \
                      SELECT h.aggregate_id, h.id FROM {outbox} h \
                      WHERE h.state IN ('PENDING', 'PROCESSING') AND h.aggregate_id > p.aggregate_id \
+                       AND h.id >= {{low}} \
                      ORDER BY h.aggregate_id, h.id \
                      LIMIT 1) n), \
                  without_aggregate AS ( \
@@ -169,6 +190,11 @@ impl Statements {
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
             // Retries and dead letters record the error; dead letters count their last attempt. A
             // row due again is due its delay after the database's NOW(), as every time written is.
+            // The planner reads the rows through `idx_outbox_processing`, which holds an entry of
+            // every row claimed since the last vacuum, all of them while a transaction elsewhere
+            // stays open: when every mark names its claim's time, the scan starts at the oldest of
+            // them. (Looking the rows up by id instead doubled the latency under a steady stream
+            // of inserts: the primary key's newest pages are where the inserts write.)
             mark: format!(
                 "UPDATE {outbox} AS o SET \
                    state = u.state, \
@@ -185,6 +211,9 @@ impl Statements {
                       AS u(id, state, attempt, delay_us, records_error, last_error, error_type, \
                            claimed_at) \
                  WHERE o.id = u.id AND o.claimed_by = $8 AND o.state = 'PROCESSING' \
+                   AND o.claimed_at >= CASE WHEN array_position($9::timestamptz[], NULL) IS NULL \
+                         THEN (SELECT min(c) FROM UNNEST($9::timestamptz[]) AS c) \
+                         ELSE '-infinity' END \
                    AND (u.claimed_at IS NULL OR o.claimed_at = u.claimed_at) \
                  RETURNING o.id"
             ),
