@@ -309,18 +309,6 @@ impl Claim<'_> {
         let id: Option<i64> = first.try_get("floor_id")?;
         let front_was_full: bool = first.try_get("front_was_full")?;
         let low: Option<i64> = first.try_get("low_id")?;
-        eprintln!(
-            "DIAG {} start={:?} low={:?} ids={:?} binds={:?}\nSQL {}",
-            self.claimed_by,
-            start.map(|s| s.low),
-            low,
-            found
-                .iter()
-                .map(|r| r.try_get::<Option<i64>, _>("id").unwrap())
-                .collect::<Vec<_>>(),
-            self.binds,
-            sql
-        );
         let mut rows = Vec::with_capacity(found.len());
         for row in &found {
             if row.try_get::<Option<i64>, _>("id")?.is_some() {
