@@ -439,6 +439,43 @@ async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_
     assert_eq!(db.count("PENDING").await, 1);
 }
 
+/// A turn claiming type B only (A's plugin calls all taken) in front of a backlog of A: its search
+/// for B's heads beyond that front finds none, so the next turns do not search again at once, and
+/// a B row that arrives meanwhile is found once the quiet time is over.
+#[tokio::test]
+async fn after_an_empty_search_for_heads_a_turn_searches_again_only_after_a_quiet_time() {
+    // A machine too loaded to publish a row within the quiet time cannot tell: try again.
+    for _ in 0..5 {
+        let db = TestDb::new().await;
+        for aggregate in 0..10 {
+            db.publish(entry("A", "x").aggregate("Order", &aggregate.to_string()))
+                .await;
+        }
+        let repo = db.repository();
+        let turn = || async {
+            repo.mark_and_claim(NODE, &[], Claims::OfOwner, 2, &all(&["B"]))
+                .await
+                .unwrap()
+                .claimed
+        };
+        assert!(turn().await.is_empty());
+        let searched = std::time::Instant::now();
+        let b = db.publish(entry("B", "x").aggregate("Order", "b")).await;
+        let again = turn().await;
+        if searched.elapsed() >= outbox_host::repository::QUIET_AFTER_EMPTY_HEADS {
+            continue;
+        }
+        assert!(
+            again.is_empty(),
+            "the B row beyond the front was searched for again at once"
+        );
+        tokio::time::sleep(outbox_host::repository::QUIET_AFTER_EMPTY_HEADS).await;
+        assert_eq!(ids(&turn().await), vec![b]);
+        return;
+    }
+    panic!("no try published a row within the quiet time");
+}
+
 /// `synchronous_commit` as a turn of `mark_and_claim` saw it.
 async fn synchronous_commit_in_a_turn(turn_commit: TurnCommit) -> String {
     let db = TestDb::new().await;

@@ -26,6 +26,16 @@
 //! past its front (the front's aggregates all have a row in flight, as in a backlog over fewer
 //! aggregates than the relay keeps in flight), the claimer reads the aggregates' heads through
 //! their own index instead of reading the whole backlog on every claim (the statements in `sql.rs`).
+//!
+//! Both hints hold for the eligibility they were learnt with. A claim that leaves out a type (its
+//! plugin's calls are all taken) may find nothing where a claim of every type found a backlog: a
+//! scan from the floor would then read the whole backlog of the types left out, so a claim whose
+//! eligibility differs from its floor's scans a bounded front instead. And when a search for heads
+//! found nothing, the claimer does not search again with the same eligibility for
+//! [`QUIET_AFTER_EMPTY_HEADS`] (or 20 times what the search took, if longer): that search reads
+//! one entry per aggregate with live rows, and a loop whose busy type blocks the front would
+//! otherwise run it on every turn. The cost: a row of a type with room that lies beyond a front of
+//! another type's rows (more than four batches of them) waits that long at most to be found.
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::{Claims, record_marks};
@@ -33,11 +43,20 @@ use super::{ClaimScopes, Mark, OutboxRecord, OutboxRepository, RepositoryError, 
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, Row};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// While a backlog lasts, a claim scans from the front of the PENDING rows at least this often.
 pub const FULL_SCAN_EVERY: Duration = Duration::from_secs(1);
+
+/// After a search for heads found nothing, the same claimer's next search with the same
+/// eligibility waits at least this long.
+pub const QUIET_AFTER_EMPTY_HEADS: Duration = Duration::from_millis(100);
+
+/// ... or this many times what the empty search took: searches then take at most a twentieth of
+/// the claimer's time, however many aggregates there are.
+const QUIET_PER_SEARCH_TIME: u32 = 20;
 
 /// The result of [`OutboxRepository::mark_and_claim`]: the marks' owner answers, and the claim.
 #[derive(Debug)]
@@ -56,6 +75,8 @@ struct Floor {
     full: bool,
     /// When a claim last scanned from the front.
     scanned_from_front: Instant,
+    /// The eligibility of the claim that learnt it ([`eligibility_key`]).
+    eligibility: u64,
 }
 
 /// Where a claim's scans start, other than the front.
@@ -67,54 +88,87 @@ struct Start {
     low: i64,
 }
 
+/// A search for heads that found nothing: none again with this eligibility before `until`.
+#[derive(Clone, Copy, Debug)]
+struct QuietHeads {
+    eligibility: u64,
+    until: Instant,
+}
+
+/// What one claimer learnt from its claims.
+#[derive(Clone, Copy, Debug, Default)]
+struct Learnt {
+    floor: Option<Floor>,
+    quiet_heads: Option<QuietHeads>,
+}
+
 /// Per claimer (`claimed_by`), shared by the clones of one repository.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Floors(Arc<Mutex<HashMap<String, Floor>>>);
+pub(super) struct Hints(Arc<Mutex<HashMap<String, Learnt>>>);
 
-impl Floors {
-    /// Where `claimed_by`'s next scan may start, if anywhere but the front.
-    fn start(&self, claimed_by: &str) -> Option<Start> {
-        let floors = self
-            .0
+impl Hints {
+    fn learnt(&self, claimed_by: &str) -> Learnt {
+        self.lock().get(claimed_by).copied().unwrap_or_default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Learnt>> {
+        self.0
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        floors
-            .get(claimed_by)
-            .filter(|floor| floor.full && floor.scanned_from_front.elapsed() < FULL_SCAN_EVERY)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Where `claimed_by`'s next scan with `eligibility` may start, if anywhere but the front.
+    fn start(&self, claimed_by: &str, eligibility: u64) -> Option<Start> {
+        self.learnt(claimed_by)
+            .floor
+            .filter(|floor| {
+                floor.full
+                    && floor.eligibility == eligibility
+                    && floor.scanned_from_front.elapsed() < FULL_SCAN_EVERY
+            })
             .map(|floor| floor.start)
     }
 
-    /// After a committed claim: `scanned` is what it found, `from_front` whether it scanned there.
-    fn learn(&self, claimed_by: &str, scanned: Scanned, from_front: bool, full: bool) {
-        let mut floors = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let previous = floors.get(claimed_by).copied();
-        let scanned_from_front = match previous {
-            Some(previous) if !from_front => previous.scanned_from_front,
+    /// Whether `claimed_by` may search for heads with `eligibility` now.
+    fn may_search_heads(&self, claimed_by: &str, eligibility: u64) -> bool {
+        self.learnt(claimed_by)
+            .quiet_heads
+            .is_none_or(|quiet| quiet.eligibility != eligibility || Instant::now() >= quiet.until)
+    }
+
+    /// After a committed claim with `eligibility`.
+    fn learn(&self, claimed_by: &str, eligibility: u64, claim: &Claimed) {
+        let mut hints = self.lock();
+        let learnt = hints.entry(claimed_by.to_owned()).or_default();
+        let scanned_from_front = match learnt.floor {
+            Some(previous) if !claim.from_front => previous.scanned_from_front,
             _ => Instant::now(),
         };
-        match scanned.floor {
-            Some(at) => {
-                floors.insert(
-                    claimed_by.to_owned(),
-                    Floor {
-                        start: Start {
-                            at,
-                            low: scanned.low.unwrap_or(0),
-                        },
-                        full,
-                        scanned_from_front,
-                    },
-                );
-            }
-            // Nothing claimed, so nothing learnt: the next claim scans from the front.
-            None => {
-                floors.remove(claimed_by);
-            }
+        // Nothing claimed, so no floor learnt: the next claim scans from the front.
+        learnt.floor = claim.scanned.floor.map(|at| Floor {
+            start: Start {
+                at,
+                low: claim.scanned.low.unwrap_or(0),
+            },
+            full: claim.full,
+            scanned_from_front,
+            eligibility,
+        });
+        if let Some(took) = claim.empty_heads_search {
+            learnt.quiet_heads = Some(QuietHeads {
+                eligibility,
+                until: Instant::now() + QUIET_AFTER_EMPTY_HEADS.max(took * QUIET_PER_SEARCH_TIME),
+            });
         }
     }
+}
+
+/// Tells one claim's eligibility from another's (its filter and every value bound to it).
+fn eligibility_key(sql: &str, binds: &[Bind<'_>]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    sql.hash(&mut hasher);
+    binds.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// What one claim found.
@@ -127,6 +181,17 @@ struct Scanned {
     /// PENDING rows wait past the rows a claim from the front may read: if it came back empty,
     /// rows it can deliver may lie beyond them.
     front_was_full: bool,
+}
+
+/// What one claimer's claim of a turn did.
+struct Claimed {
+    scanned: Scanned,
+    /// It scanned from the front of the PENDING rows.
+    from_front: bool,
+    /// It came back with as many rows as it asked for.
+    full: bool,
+    /// It searched for heads beyond its front and found none, in this time.
+    empty_heads_search: Option<Duration>,
 }
 
 impl OutboxRepository {
@@ -152,8 +217,8 @@ impl OutboxRepository {
             binds: &binds,
             claimed_by,
         };
-        let (scanned, _) = claim.rows(&mut tx, batch_size, None).await?;
-        let mut rows = scanned.rows;
+        let claimed = claim.rows(&mut tx, batch_size, None, true).await?;
+        let mut rows = claimed.scanned.rows;
         tx.commit().await?;
         rows.sort_unstable_by_key(|row| row.id);
         Ok(rows)
@@ -192,20 +257,24 @@ impl OutboxRepository {
                 claimed: Vec::new(),
             });
         };
-        let start = self.floors.start(claimed_by);
+        let eligibility = eligibility_key(&sql, &binds);
+        let start = self.hints.start(claimed_by, eligibility);
+        let search_heads = self.hints.may_search_heads(claimed_by, eligibility);
         let claim = Claim {
             statements: &self.sql,
             filter: &sql,
             binds: &binds,
             claimed_by,
         };
-        let (mut scanned, from_front) = claim.rows(&mut tx, batch_size, start).await?;
+        let mut claimed = claim.rows(&mut tx, batch_size, start, search_heads).await?;
         tx.commit().await?;
-        let full = scanned.rows.len() >= batch_size as usize;
-        let mut claimed = std::mem::take(&mut scanned.rows);
-        self.floors.learn(claimed_by, scanned, from_front, full);
-        claimed.sort_unstable_by_key(|row| row.id);
-        Ok(MarkAndClaim { owned, claimed })
+        let mut rows = std::mem::take(&mut claimed.scanned.rows);
+        self.hints.learn(claimed_by, eligibility, &claimed);
+        rows.sort_unstable_by_key(|row| row.id);
+        Ok(MarkAndClaim {
+            owned,
+            claimed: rows,
+        })
     }
 }
 
@@ -220,15 +289,16 @@ struct Claim<'a> {
 impl Claim<'_> {
     /// Claims up to `batch_size` rows, scanning from `start` (or the front). Short from `start`, it
     /// completes the batch from the front. Empty although rows wait past its front, it claims the
-    /// heads beyond: only then, as reading every aggregate's head costs more than a claim the more
-    /// aggregates there are, and a claim short by a few rows (locked by another claimer, or behind a
-    /// head in flight) needs nothing more. Answers whether it scanned from the front.
+    /// heads beyond when `search_heads`: only then, as reading every aggregate's head costs more
+    /// than a claim the more aggregates there are, and a claim short by a few rows (locked by
+    /// another claimer, or behind a head in flight) needs nothing more.
     async fn rows(
         &self,
         conn: &mut PgConnection,
         batch_size: u32,
         start: Option<Start>,
-    ) -> Result<(Scanned, bool), sqlx::Error> {
+        search_heads: bool,
+    ) -> Result<Claimed, sqlx::Error> {
         let mut scanned = self.front(conn, batch_size, start).await?;
         let mut from_front = start.is_none();
         let missing = |scanned: &Scanned| {
@@ -243,13 +313,23 @@ impl Claim<'_> {
             scanned.front_was_full = front.front_was_full;
             from_front = true;
         }
-        if scanned.front_was_full && scanned.rows.is_empty() {
+        let mut empty_heads_search = None;
+        if search_heads && scanned.front_was_full && scanned.rows.is_empty() {
+            let searched = Instant::now();
             let heads = self
                 .heads(conn, missing(&scanned), scanned.low.unwrap_or(0))
                 .await?;
+            if heads.is_empty() {
+                empty_heads_search = Some(searched.elapsed());
+            }
             scanned.rows.extend(heads);
         }
-        Ok((scanned, from_front))
+        Ok(Claimed {
+            full: scanned.rows.len() >= batch_size as usize,
+            scanned,
+            from_front,
+            empty_heads_search,
+        })
     }
 
     async fn front(

@@ -147,7 +147,7 @@ impl ClaimScopeFailure {
 }
 
 /// A value bound to the claim statement.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) enum Bind<'a> {
     Text(&'a str),
     TextArray(&'a [String]),

@@ -19,7 +19,7 @@ mod notifications;
 mod record;
 mod sql;
 
-pub use claim::{FULL_SCAN_EVERY, MarkAndClaim};
+pub use claim::{FULL_SCAN_EVERY, MarkAndClaim, QUIET_AFTER_EMPTY_HEADS};
 pub use claim_scope::{
     ClaimScope, ClaimScopeError, ClaimScopeFailure, ClaimScopes, MAX_TARGET_CHARS, MAX_TARGETS,
 };
@@ -72,8 +72,9 @@ pub struct OutboxRepository {
     pool: PgPool,
     sql: Arc<Statements>,
     turn_commit: TurnCommit,
-    /// Where each claimer's next claim may start scanning (`claim.rs`).
-    floors: claim::Floors,
+    /// Where each claimer's next claim may start scanning, and whether it may search for heads
+    /// (`claim.rs`).
+    hints: claim::Hints,
 }
 
 impl OutboxRepository {
@@ -83,7 +84,7 @@ impl OutboxRepository {
             pool,
             sql: Arc::new(Statements::new(tables)),
             turn_commit: TurnCommit::Durable,
-            floors: claim::Floors::default(),
+            hints: claim::Hints::default(),
         }
     }
 
