@@ -439,21 +439,33 @@ async fn mark_and_claim_records_marks_and_claims_other_types_when_a_claim_scope_
     assert_eq!(db.count("PENDING").await, 1);
 }
 
-/// A turn claiming type B only (A's plugin calls all taken) in front of a backlog of A: its search
+/// Ten rows of type A, more than a claim of 2 reads in front of anything published after them.
+async fn a_front_of_type_a(db: &TestDb) {
+    for aggregate in 0..10 {
+        db.publish(entry("A", "x").aggregate("Order", aggregate.to_string()))
+            .await;
+    }
+}
+
+/// A and B delivered here, A's plugin busy: a turn claims B alone.
+fn a_busy() -> outbox_host::repository::ClaimScopes {
+    let mut scopes = all(&["A", "B"]);
+    scopes.leave_out_busy(&HashSet::from(["A".to_owned()]));
+    scopes
+}
+
+/// A turn claiming type B alone (A's plugin calls all taken) in front of a backlog of A: its search
 /// for B's heads beyond that front finds none, so the next turns do not search again at once, and
 /// a B row that arrives meanwhile is found once the quiet time is over.
 #[tokio::test]
-async fn after_an_empty_search_for_heads_a_turn_searches_again_only_after_a_quiet_time() {
+async fn after_an_empty_search_for_heads_a_narrowed_turn_searches_again_only_after_a_quiet_time() {
     // A machine too loaded to publish a row within the quiet time cannot tell: try again.
     for _ in 0..5 {
         let db = TestDb::new().await;
-        for aggregate in 0..10 {
-            db.publish(entry("A", "x").aggregate("Order", &aggregate.to_string()))
-                .await;
-        }
+        a_front_of_type_a(&db).await;
         let repo = db.repository();
         let turn = || async {
-            repo.mark_and_claim(NODE, &[], Claims::OfOwner, 2, &all(&["B"]))
+            repo.mark_and_claim(NODE, &[], Claims::OfOwner, 2, &a_busy())
                 .await
                 .unwrap()
                 .claimed
@@ -474,6 +486,24 @@ async fn after_an_empty_search_for_heads_a_turn_searches_again_only_after_a_quie
         return;
     }
     panic!("no try published a row within the quiet time");
+}
+
+/// A turn that left no type out and found nothing lets its loop wait for the doorbell: the next
+/// turn, woken by a B row beyond the front, must search for it at once.
+#[tokio::test]
+async fn a_turn_that_left_no_type_out_searches_for_heads_every_time() {
+    let db = TestDb::new().await;
+    a_front_of_type_a(&db).await;
+    let repo = db.repository();
+    let turn = || async {
+        repo.mark_and_claim(NODE, &[], Claims::OfOwner, 2, &all(&["B"]))
+            .await
+            .unwrap()
+            .claimed
+    };
+    assert!(turn().await.is_empty());
+    let b = db.publish(entry("B", "x").aggregate("Order", "b")).await;
+    assert_eq!(ids(&turn().await), vec![b]);
 }
 
 /// `synchronous_commit` as a turn of `mark_and_claim` saw it.

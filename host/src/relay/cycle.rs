@@ -281,7 +281,7 @@ impl LoopState {
             let mut scopes = self.scope_calls.ask(&plugins, &self.relay.metrics).await;
             let saturated = self.saturated_types(&plugins);
             held_back = !saturated.is_empty();
-            scopes.retain(|destination_type| !saturated.contains(destination_type));
+            scopes.leave_out_busy(&saturated);
             for (destination_type, destinations) in self.relay.destinations.held_back() {
                 scopes.hold_back(destination_type, destinations);
             }

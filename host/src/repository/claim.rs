@@ -30,12 +30,14 @@
 //! Both hints hold for the eligibility they were learnt with. A claim that leaves out a type (its
 //! plugin's calls are all taken) may find nothing where a claim of every type found a backlog: a
 //! scan from the floor would then read the whole backlog of the types left out, so a claim whose
-//! eligibility differs from its floor's scans a bounded front instead. And when a search for heads
-//! found nothing, the claimer does not search again with the same eligibility for
-//! [`QUIET_AFTER_EMPTY_HEADS`] (or 20 times what the search took, if longer): that search reads
-//! one entry per aggregate with live rows, and a loop whose busy type blocks the front would
-//! otherwise run it on every turn. The cost: a row of a type with room that lies beyond a front of
-//! another type's rows (more than four batches of them) waits that long at most to be found.
+//! eligibility differs from its floor's scans a bounded front instead. And when such a narrowed
+//! claim's search for heads found nothing, the claimer does not search again with the same
+//! eligibility for [`QUIET_AFTER_EMPTY_HEADS`] (or 20 times what the search took, if longer): that
+//! search reads one entry per aggregate with live rows, and a loop whose busy type blocks the front
+//! would otherwise run it on every turn. The cost: a row of a type with room that lies beyond a
+//! front of a busy type's rows (more than four batches of them) waits that long at most to be
+//! found. A claim that left no type out always searches: its loop, finding nothing, waits for the
+//! doorbell, and no later turn would come to look again.
 
 use super::claim_scope::{Bind, Eligibility, eligibility};
 use super::marks::{Claims, record_marks};
@@ -136,8 +138,8 @@ impl Hints {
             .is_none_or(|quiet| quiet.eligibility != eligibility || Instant::now() >= quiet.until)
     }
 
-    /// After a committed claim with `eligibility`.
-    fn learn(&self, claimed_by: &str, eligibility: u64, claim: &Claimed) {
+    /// After a committed claim with `eligibility`, `narrowed` when it left busy types out.
+    fn learn(&self, claimed_by: &str, eligibility: u64, claim: &Claimed, narrowed: bool) {
         let mut hints = self.lock();
         let learnt = hints.entry(claimed_by.to_owned()).or_default();
         let scanned_from_front = match learnt.floor {
@@ -154,7 +156,7 @@ impl Hints {
             scanned_from_front,
             eligibility,
         });
-        if let Some(took) = claim.empty_heads_search {
+        if let Some(took) = claim.empty_heads_search.filter(|_| narrowed) {
             learnt.quiet_heads = Some(QuietHeads {
                 eligibility,
                 until: Instant::now() + QUIET_AFTER_EMPTY_HEADS.max(took * QUIET_PER_SEARCH_TIME),
@@ -259,7 +261,11 @@ impl OutboxRepository {
         };
         let eligibility = eligibility_key(&sql, &binds);
         let start = self.hints.start(claimed_by, eligibility);
-        let search_heads = self.hints.may_search_heads(claimed_by, eligibility);
+        // Only a claim that left busy types out spaces its searches: its loop turns again as their
+        // calls land, while a loop that found nothing otherwise waits for the doorbell, and must
+        // have searched.
+        let narrowed = scopes.busy_left_out();
+        let search_heads = !narrowed || self.hints.may_search_heads(claimed_by, eligibility);
         let claim = Claim {
             statements: &self.sql,
             filter: &sql,
@@ -269,7 +275,8 @@ impl OutboxRepository {
         let mut claimed = claim.rows(&mut tx, batch_size, start, search_heads).await?;
         tx.commit().await?;
         let mut rows = std::mem::take(&mut claimed.scanned.rows);
-        self.hints.learn(claimed_by, eligibility, &claimed);
+        self.hints
+            .learn(claimed_by, eligibility, &claimed, narrowed);
         rows.sort_unstable_by_key(|row| row.id);
         Ok(MarkAndClaim {
             owned,

@@ -2,7 +2,7 @@
 //! A scope that cannot be used fails closed for its own destination type only (DESIGN §5): that type
 //! is left out of the filter and every other type is claimed as usual.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Limits on a `Destinations` scope; past them the scope is refused.
 pub const MAX_TARGETS: usize = 10_000;
@@ -55,6 +55,8 @@ pub struct ClaimScopes {
     /// Destinations, by type, whose rows are not to be claimed now whatever the scope says (their
     /// delivery policy would only hold them back).
     held_back: BTreeMap<String, Vec<String>>,
+    /// Types were left out because their plugins had no call to spare ([`Self::leave_out_busy`]).
+    busy_left_out: bool,
 }
 
 impl ClaimScopes {
@@ -82,10 +84,17 @@ impl ClaimScopes {
         self.by_type.is_empty()
     }
 
-    /// Keeps only the destination types for which `keep` holds.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+    /// Leaves out the types whose plugins have no call to spare now. A claim that left any out is
+    /// narrowed for the moment, and its searches beyond the front are spaced out (`claim.rs`).
+    pub fn leave_out_busy(&mut self, busy: &HashSet<String>) {
+        let before = self.by_type.len();
         self.by_type
-            .retain(|destination_type, _| keep(destination_type));
+            .retain(|destination_type, _| !busy.contains(destination_type));
+        self.busy_left_out |= self.by_type.len() < before;
+    }
+
+    pub(super) fn busy_left_out(&self) -> bool {
+        self.busy_left_out
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ClaimScope)> {
