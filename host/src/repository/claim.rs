@@ -108,6 +108,25 @@ struct Learnt {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Hints(Arc<Mutex<HashMap<String, Learnt>>>);
 
+impl Learnt {
+    /// Where the next scan with `eligibility` may start, if anywhere but the front.
+    fn start(&self, eligibility: u64) -> Option<Start> {
+        self.floor
+            .filter(|floor| {
+                floor.full
+                    && floor.eligibility == eligibility
+                    && floor.scanned_from_front.elapsed() < FULL_SCAN_EVERY
+            })
+            .map(|floor| floor.start)
+    }
+
+    /// Whether a search for heads with `eligibility` may run now.
+    fn may_search_heads(&self, eligibility: u64) -> bool {
+        self.quiet_heads
+            .is_none_or(|quiet| quiet.eligibility != eligibility || Instant::now() >= quiet.until)
+    }
+}
+
 impl Hints {
     fn learnt(&self, claimed_by: &str) -> Learnt {
         self.lock().get(claimed_by).copied().unwrap_or_default()
@@ -117,25 +136,6 @@ impl Hints {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Where `claimed_by`'s next scan with `eligibility` may start, if anywhere but the front.
-    fn start(&self, claimed_by: &str, eligibility: u64) -> Option<Start> {
-        self.learnt(claimed_by)
-            .floor
-            .filter(|floor| {
-                floor.full
-                    && floor.eligibility == eligibility
-                    && floor.scanned_from_front.elapsed() < FULL_SCAN_EVERY
-            })
-            .map(|floor| floor.start)
-    }
-
-    /// Whether `claimed_by` may search for heads with `eligibility` now.
-    fn may_search_heads(&self, claimed_by: &str, eligibility: u64) -> bool {
-        self.learnt(claimed_by)
-            .quiet_heads
-            .is_none_or(|quiet| quiet.eligibility != eligibility || Instant::now() >= quiet.until)
     }
 
     /// After a committed claim with `eligibility`, `narrowed` when it left busy types out.
@@ -260,12 +260,13 @@ impl OutboxRepository {
             });
         };
         let eligibility = eligibility_key(&sql, &binds);
-        let start = self.hints.start(claimed_by, eligibility);
+        let learnt = self.hints.learnt(claimed_by);
+        let start = learnt.start(eligibility);
         // Only a claim that left busy types out spaces its searches: its loop turns again as their
         // calls land, while a loop that found nothing otherwise waits for the doorbell, and must
         // have searched.
         let narrowed = scopes.busy_left_out();
-        let search_heads = !narrowed || self.hints.may_search_heads(claimed_by, eligibility);
+        let search_heads = !narrowed || learnt.may_search_heads(eligibility);
         let claim = Claim {
             statements: &self.sql,
             filter: &sql,
