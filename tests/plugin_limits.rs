@@ -163,6 +163,39 @@ async fn a_plugin_holding_its_instances_leaves_the_others_their_share_of_the_poo
 }
 
 #[tokio::test]
+async fn a_call_that_finds_the_instance_pool_full_is_deferred_without_spending_an_attempt() {
+    let db = TestDb::new().await;
+    // Two instances in the whole engine for a plugin that may run four calls at once: the third
+    // and fourth calls find no instance to run in. That is the host's capacity, not the row's
+    // failure: with one attempt each, a row that spent one would be dead-lettered.
+    let dir = ScratchDir::new("limits-pool-full");
+    dir.add_plugin("scripted", plugins::SCRIPTED);
+    dir.add_manifest("scripted", "[limits]\nmax_concurrency = 4\n");
+    let mut config = host::config(&db, dir.path());
+    config.plugins.max_instances = 2;
+    let host = TestHost::start(&config).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    for n in 0..4 {
+        let payload = serde_json::json!({"outcome": "success", "delay_ms": 300, "n": n});
+        let entry = OutboxEntry::new("test.event", "SCRIPTED", "anywhere", payload).max_attempts(1);
+        db.outbox().publish(&mut tx, entry).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    wait_until("every row settles", SETTLE, || async {
+        db.scalar::<i64>("SELECT count(*) FROM {outbox} WHERE state IN ('PENDING', 'PROCESSING')")
+            .await
+            == 0
+    })
+    .await;
+    assert_eq!(db.count("DEAD_LETTER").await, 0, "no row dead-lettered");
+    let attempted: i64 = db
+        .scalar("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED' AND attempt = 0")
+        .await;
+    assert_eq!(attempted, 4, "every row published on its one attempt");
+    host.stop().await;
+}
+
+#[tokio::test]
 async fn a_slow_plugin_holds_no_more_of_a_loops_publishes_than_it_may_run_at_once() {
     let db = TestDb::new().await;
     let stub = StubServer::start(200).await;

@@ -74,9 +74,15 @@ pub enum CallError {
     Trap { reason: String },
     #[error("the plugin went past its memory limit of {limit_mb} MiB")]
     Memory { limit_mb: u32 },
-    /// No instance could be made (for example the engine's instance pool is exhausted).
+    /// No instance could be made: the plugin failed while being instantiated.
     #[error("no instance of the plugin could be made: {reason}")]
     Instantiate { reason: String },
+    /// No instance could be made because the engine's instance pool (`plugins.max_instances`) was
+    /// full: the host's capacity, not the plugin's failure.
+    #[error(
+        "no instance of the plugin could be made: every instance of the engine's pool is taken (plugins.max_instances)"
+    )]
+    PoolFull,
 }
 
 impl CallError {
@@ -86,7 +92,7 @@ impl CallError {
             Self::Timeout { .. } => HostErrorType::Timeout,
             Self::Trap { .. } => HostErrorType::Trap,
             Self::Memory { .. } => HostErrorType::Memory,
-            Self::Instantiate { .. } => HostErrorType::Instantiate,
+            Self::Instantiate { .. } | Self::PoolFull => HostErrorType::Instantiate,
         }
     }
 }

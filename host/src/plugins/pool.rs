@@ -92,9 +92,14 @@ struct Kept<B> {
     calls: u32,
 }
 
-/// A call given up before it started: its plugin's permits stayed taken past its `start_by`.
+/// Why a call was given up before it started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotStarted;
+pub enum NotStarted {
+    /// Its plugin's permits stayed taken past its `start_by`.
+    Busy,
+    /// The engine's instance pool had no room for the instance it needed.
+    PoolFull,
+}
 
 pub(crate) struct InstancePool<P: WorldPre> {
     pre: P,
@@ -204,15 +209,18 @@ impl<P: WorldPre> InstancePool<P> {
         // A timeout polls its future before its deadline, so a permit free after `start_by` would
         // otherwise still be taken.
         if Instant::now() >= start_by {
-            return Err(NotStarted);
+            return Err(NotStarted::Busy);
         }
         let permit = tokio::time::timeout_at(start_by.into(), self.permit(kind))
             .await
-            .map_err(|_elapsed| NotStarted)?;
-        Ok(match permit {
-            Ok(permit) => self.call_holding(kind, permit, call).await,
-            Err(error) => Err(error),
-        })
+            .map_err(|_elapsed| NotStarted::Busy)?;
+        match permit {
+            Ok(permit) => match self.call_holding(kind, permit, call).await {
+                Err(CallError::PoolFull) => Err(NotStarted::PoolFull),
+                result => Ok(result),
+            },
+            Err(error) => Ok(Err(error)),
+        }
     }
 
     async fn call_holding<'p, R>(
@@ -281,6 +289,9 @@ impl<P: WorldPre> InstancePool<P> {
                 bindings,
                 calls: 0,
             }),
+            Ok(Err(error)) if error.is::<wasmtime::PoolConcurrencyLimitError>() => {
+                Err(CallError::PoolFull)
+            }
             Ok(Err(error)) => Err(self.sandbox.limit_hit(store.data()).unwrap_or_else(|| {
                 CallError::Instantiate {
                     reason: error.to_string(),

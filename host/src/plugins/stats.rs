@@ -45,7 +45,7 @@ impl CallStats {
             Some(CallError::Timeout { .. }) => &self.timeouts,
             Some(CallError::Trap { .. }) => &self.traps,
             Some(CallError::Memory { .. }) => &self.memory,
-            Some(CallError::Instantiate { .. }) => &self.instantiate,
+            Some(CallError::Instantiate { .. } | CallError::PoolFull) => &self.instantiate,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

@@ -648,8 +648,12 @@ async fn publish(
         .instrument(entry_span(envelope.entry_id, envelope.attempt));
     match call.await {
         Ok(result) => (Attempted::from_call(result), started.elapsed()),
-        Err(NotStarted) => {
+        Err(NotStarted::Busy) => {
             tracing::debug!(entry_id = envelope.entry_id, destination_type = %envelope.destination_type, "the plugin stayed busy too long for the call to end within the row's lease; the row is deferred");
+            (Attempted::NotStarted, Duration::ZERO)
+        }
+        Err(NotStarted::PoolFull) => {
+            tracing::warn!(entry_id = envelope.entry_id, destination_type = %envelope.destination_type, "every instance of the engine's pool is taken; the row is deferred without spending an attempt (raise plugins.max_instances to the plugins' max_concurrency + 1, summed)");
             (Attempted::NotStarted, Duration::ZERO)
         }
     }

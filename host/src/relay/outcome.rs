@@ -26,7 +26,8 @@ pub(super) enum Attempted {
     /// No loaded handler serves the row's destination type (a reload raced the claim).
     NoHandler,
     /// The plugin's calls kept every permit taken until it was too late to start the call within
-    /// the row's lease: it is deferred, attempt unchanged.
+    /// the row's lease, or the engine had no instance free to run it in: it is deferred, attempt
+    /// unchanged.
     NotStarted,
     /// A delivery policy held the row back before any call (an open breaker, a rate or
     /// concurrency limit): it is deferred by `delay`, attempt unchanged.
