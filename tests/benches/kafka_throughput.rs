@@ -63,7 +63,7 @@ async fn drain(destination_type: &str, broker: &KafkaBroker) -> f64 {
     dir.add_plugin("noop", plugins::NOOP);
     dir.add_plugin("kafka", plugins::KAFKA);
     dir.add_manifest("kafka", &plugins::kafka_manifest(&[TOPIC]));
-    let mut config = host::config(&db, dir.path());
+    let mut config = host::defaults(&db, dir.path());
     config.kafka = Some(KafkaConfig {
         bootstrap_servers: broker.bootstrap_servers(),
         ..KafkaConfig::default()

@@ -58,7 +58,7 @@ pub fn defaults(db: &TestDb, plugins_dir: &Path) -> Config {
 pub fn config(db: &TestDb, plugins_dir: &Path) -> Config {
     let mut config = defaults(db, plugins_dir);
     config.database.max_connections = 6;
-    config.plugins.max_instances = 64;
+    config.plugins.max_instances = 128;
     config.relay.strategy = Strategy::ListenNotify;
     config.relay.polling_interval = Duration::from_millis(200);
     config.relay.backoff_base_delay = Duration::from_millis(10);
