@@ -163,7 +163,8 @@ async fn a_plugin_holding_its_instances_leaves_the_others_their_share_of_the_poo
 }
 
 #[tokio::test]
-async fn a_call_that_finds_the_instance_pool_full_is_deferred_without_spending_an_attempt() {
+async fn a_full_instance_pool_defers_calls_without_spending_attempts_and_warns_once() {
+    log_capture::install();
     let db = TestDb::new().await;
     // Two instances in the whole engine for a plugin that may run four calls at once: the third
     // and fourth calls find no instance to run in. That is the host's capacity, not the row's
@@ -192,6 +193,12 @@ async fn a_call_that_finds_the_instance_pool_full_is_deferred_without_spending_a
         .scalar("SELECT count(*) FROM {outbox} WHERE state = 'PUBLISHED' AND attempt = 0")
         .await;
     assert_eq!(attempted, 4, "every row published on its one attempt");
+    let warnings = log_capture::lines_with("every instance of the engine's pool is taken");
+    assert_eq!(
+        warnings.len(),
+        1,
+        "warned once, not once a row: {warnings:?}"
+    );
     host.stop().await;
 }
 
