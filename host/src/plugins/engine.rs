@@ -3,10 +3,10 @@
 //! compiled-component cache.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -23,6 +23,8 @@ use crate::plugins::sandbox::{HostServices, StoreState};
 /// How often the epoch advances: a guest that never yields gives the executor back this often, and
 /// a call ends at most this long after its deadline.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+const POOL_FULL_WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// What one component instance may hold of the engine's pool. The pool is sized by these per
 /// component instance, so no component can take the slots of others: it runs out of component
@@ -95,6 +97,8 @@ struct Inner {
     /// What every plugin this engine loads for the host is backed by.
     services: HostServices,
     compiling: Compiling,
+    /// When a full instance pool was last warned about.
+    pool_full_warned_at: Mutex<Option<Instant>>,
     _ticker: EpochTicker,
 }
 
@@ -124,6 +128,7 @@ impl PluginEngine {
                 max_call_time: config.max_call_time,
                 services: HostServices::with_kafka(config.kafka),
                 compiling: Compiling::default(),
+                pool_full_warned_at: Mutex::new(None),
                 _ticker: ticker,
             }),
         })
@@ -131,6 +136,23 @@ impl PluginEngine {
 
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// A full pool is this engine's condition, shared by every plugin, and it lasts: it is warned
+    /// about at most once every [`POOL_FULL_WARN_EVERY`], however many calls it stops.
+    pub(crate) fn warn_pool_full(&self) {
+        let mut warned_at = self
+            .inner
+            .pool_full_warned_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if warned_at.is_some_and(|at| at.elapsed() < POOL_FULL_WARN_EVERY) {
+            return;
+        }
+        *warned_at = Some(Instant::now());
+        tracing::warn!(
+            "every instance of the engine's pool is taken: calls that need another are not made, and relay rows wait without spending an attempt; size plugins.max_instances to the plugins' max_concurrency + 1, summed (logged at most once a minute; outbox_plugin_call_errors_total{{error_type=\"instantiate\"}} counts each call)"
+        );
     }
 
     pub(crate) fn linker(&self) -> &Linker<StoreState> {

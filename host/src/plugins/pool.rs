@@ -290,7 +290,7 @@ impl<P: WorldPre> InstancePool<P> {
                 calls: 0,
             }),
             Ok(Err(error)) if error.is::<wasmtime::PoolConcurrencyLimitError>() => {
-                Err(CallError::PoolFull)
+                Err(self.sandbox.pool_full())
             }
             Ok(Err(error)) => Err(self.sandbox.limit_hit(store.data()).unwrap_or_else(|| {
                 CallError::Instantiate {

@@ -87,6 +87,12 @@ impl Sandbox {
         self.grants.limits
     }
 
+    /// An instance could not be made because the engine's pool is full.
+    pub(crate) fn pool_full(&self) -> CallError {
+        self.engine.warn_pool_full();
+        CallError::PoolFull
+    }
+
     pub(crate) fn log_lines_dropped(&self) -> u64 {
         self.grants.log.dropped()
     }

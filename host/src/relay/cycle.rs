@@ -21,7 +21,7 @@ use crate::plugins::{Envelope, HandlerPlugin, NotStarted, PluginSet, PublishComp
 use crate::repository::{ClaimScopes, Claims, Mark, OutboxRecord};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::{Id, JoinError, JoinSet};
@@ -626,26 +626,6 @@ fn start_by(claimed_from: Instant, lease: Duration, time_limit: Duration) -> Ins
     claimed_from + lease.saturating_sub(time_limit + lease / 6)
 }
 
-/// A full engine pool is the host's condition, shared by every plugin, and it lasts: it is warned
-/// about at most this often, however many rows it defers.
-const POOL_FULL_WARN_EVERY: Duration = Duration::from_secs(60);
-
-static POOL_FULL_WARNED_AT: Mutex<Option<Instant>> = Mutex::new(None);
-
-fn warn_pool_full(destination_type: &str) {
-    let mut warned_at = POOL_FULL_WARNED_AT
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if warned_at.is_some_and(|at| at.elapsed() < POOL_FULL_WARN_EVERY) {
-        return;
-    }
-    *warned_at = Some(Instant::now());
-    tracing::warn!(
-        destination_type,
-        "every instance of the engine's pool is taken: rows are deferred without spending an attempt; size plugins.max_instances to the plugins' max_concurrency + 1, summed (logged at most once a minute; outbox_plugin_call_errors_total{{error_type=\"instantiate\"}} counts each call)"
-    );
-}
-
 /// One publish, at `start_at` when its destination's rate limit reserved a slot ahead, timed from
 /// the call to its result. No handler means the type lost its plugin after the claim: the row is
 /// deferred, as is a row whose call could not start in time for its `lease` (from when, how long).
@@ -674,7 +654,6 @@ async fn publish(
         }
         Err(NotStarted::PoolFull) => {
             tracing::debug!(entry_id = envelope.entry_id, destination_type = %envelope.destination_type, "no instance was free in the engine's pool; the row is deferred");
-            warn_pool_full(&envelope.destination_type);
             (Attempted::NotStarted, Duration::ZERO)
         }
     }
