@@ -10,7 +10,10 @@ pub mod handler {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "outbox:relay/destination-handler",
-        imports: { "outbox:relay/kafka.produce": async },
+        imports: {
+            "outbox:relay/kafka.produce": async,
+            "outbox:relay/http.send": async,
+        },
         exports: { default: async },
         require_store_data_send: true,
         additional_derives: [PartialEq, Eq],

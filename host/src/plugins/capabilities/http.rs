@@ -6,6 +6,9 @@
 //! with `HTTP-request-denied` and no socket is opened.
 //! The host sends exactly the request it was given and never follows a redirect: a 3xx reaches the
 //! guest as a response, and a request the guest then makes to the new location passes the same check.
+//! `outbox:relay/http` ([`exchange`]) sends through the same hook, in one call per exchange.
+
+mod exchange;
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,13 +17,14 @@ use http::Uri;
 use http::uri::Scheme;
 use http_body_util::BodyExt;
 use toml::Table;
-use wasmtime::component::Linker;
+use wasmtime::component::{HasSelf, Linker};
 use wasmtime_wasi_http::{
     Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
     WasiHttpView,
 };
 
 use crate::plugins::bindings::Level;
+use crate::plugins::bindings::handler::outbox::relay::http as relay_http;
 use crate::plugins::capabilities::log::{LogSource, PluginLog};
 use crate::plugins::capabilities::{Capability, Section};
 use crate::plugins::loader::World;
@@ -59,7 +63,10 @@ impl Capability for Http {
     }
 
     fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+        relay_http::add_to_linker::<StoreState, HasSelf<HttpState>>(linker, |state| {
+            &mut state.capabilities.http
+        })
     }
 }
 
