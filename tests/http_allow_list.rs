@@ -1,7 +1,9 @@
-//! `http.allowed_hosts` against the hostile plugin (`tests/plugins/hostile`), which builds its
-//! requests with `wasi:http` directly (`http-raw`), past the SDK's own checks: user info in a
-//! request authority is denied before any connection, and patterns wide enough to grant hosts the
-//! operator never named fail the manifest.
+//! `http.allowed_hosts` and the limits of an exchange, against the hostile plugin
+//! (`tests/plugins/hostile`), which builds its requests with `wasi:http` directly (`http-raw`) or
+//! calls `outbox:relay/http` as it likes (`http-send`), past the SDK's own checks: user info in a
+//! request authority is denied before any connection, patterns wide enough to grant hosts the
+//! operator never named fail the manifest, and a one-call exchange keeps every rule a `wasi:http`
+//! request keeps.
 
 use outbox_host::plugins::{PluginSet, PluginState, PublishResult};
 use outbox_tests::http_stub::StubServer;
@@ -19,14 +21,32 @@ async fn hostile_allowed(dir: &ScratchDir, allowed_hosts: &str) -> PluginSet {
     PluginSet::load_dir(&test_engine(), dir.path()).await
 }
 
-async fn raw_get(set: &PluginSet, url: &str) -> PublishResult {
+async fn hostile_call(set: &PluginSet, action: &str, payload: serde_json::Value) -> PublishResult {
     let hostile = set
         .handler("HOSTILE")
         .expect("the hostile plugin is loaded");
     let mut envelope = outbox_host::plugins::mock::mock_envelope("HOSTILE");
-    envelope.destination = "http-raw".into();
-    envelope.payload = serde_json::json!({ "url": url }).to_string();
+    envelope.destination = action.into();
+    envelope.payload = payload.to_string();
     hostile.publish(&envelope).await.expect("the call returns")
+}
+
+async fn raw_get(set: &PluginSet, url: &str) -> PublishResult {
+    hostile_call(set, "http-raw", serde_json::json!({ "url": url })).await
+}
+
+/// A GET through `outbox:relay/http`, with these headers.
+async fn one_call_get(set: &PluginSet, url: &str, headers: &[(&str, &str)]) -> PublishResult {
+    let payload = serde_json::json!({ "url": url, "headers": headers, "timeout_ms": 500 });
+    hostile_call(set, "http-send", payload).await
+}
+
+/// The message of a permanent failure (what `http-send` reports), or "" for any other result.
+fn message(result: &PublishResult) -> &str {
+    match result {
+        PublishResult::Permanent(failure) => &failure.message,
+        _ => "",
+    }
 }
 
 fn error_type(result: &PublishResult) -> Option<&str> {
@@ -96,4 +116,121 @@ async fn a_wildcard_on_a_top_level_domain_fails_the_manifest() {
         "{:?}",
         status.last_error
     );
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_with_an_allowed_host_returns_the_response() {
+    let server = StubServer::start(200).await;
+    let dir = ScratchDir::new("one-call-allowed");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    let result = one_call_get(&set, &server.url("/hook?a=1"), &[("x-token", "t")]).await;
+    assert_eq!(result, PublishResult::Success);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/hook?a=1");
+    assert_eq!(requests[0].header("x-token"), Some("t"));
+    assert_eq!(
+        requests[0].header("host"),
+        Some(server.origin().trim_start_matches("http://"))
+    );
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_with_a_host_not_granted_is_denied_and_never_connects() {
+    let granted = StubServer::start(200).await;
+    let other = StubServer::start(200).await;
+    let dir = ScratchDir::new("one-call-denied");
+    let set = hostile_allowed(&dir, &granted.origin()).await;
+    for url in [
+        other.url("/"),
+        format!("http://user:secret@127.0.0.1:{}/", granted.port()),
+    ] {
+        let result = one_call_get(&set, &url, &[]).await;
+        assert_eq!(error_type(&result), Some("denied"), "{result:?}");
+    }
+    assert_eq!(other.connections() + granted.connections(), 0);
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_refuses_headers_only_the_host_may_set_before_connecting() {
+    let server = StubServer::start(200).await;
+    let dir = ScratchDir::new("one-call-forbidden-header");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    for header in [
+        ("host", "evil.example"),
+        ("transfer-encoding", "chunked"),
+        ("connection", "upgrade"),
+        ("x-smuggle", "a\r\nx-injected: 1"),
+        ("bad name", "v"),
+    ] {
+        let result = one_call_get(&set, &server.url("/"), &[header]).await;
+        assert_eq!(error_type(&result), Some("invalid-request"), "{result:?}");
+        assert!(!message(&result).contains(header.1), "{result:?}");
+    }
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_refuses_an_oversized_header_section_before_connecting() {
+    let server = StubServer::start(200).await;
+    let dir = ScratchDir::new("one-call-header-section");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    let value = "v".repeat(64 * 1024);
+    let headers = [
+        ("x-a", value.as_str()),
+        ("x-b", value.as_str()),
+        ("x-c", value.as_str()),
+    ];
+    let result = one_call_get(&set, &server.url("/"), &headers).await;
+    assert_eq!(error_type(&result), Some("invalid-request"), "{result:?}");
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_fails_on_a_response_body_past_four_mebibytes() {
+    let server = StubServer::start(200).await;
+    server.set_body_size(5 * 1024 * 1024);
+    let dir = ScratchDir::new("one-call-huge-body");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    let result = one_call_get(&set, &server.url("/"), &[]).await;
+    assert_eq!(error_type(&result), Some("protocol"), "{result:?}");
+    assert_eq!(message(&result), "HTTP-response-body-size");
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_hands_back_a_body_under_the_limit() {
+    let server = StubServer::start(200).await;
+    server.set_body_size(1024 * 1024);
+    let dir = ScratchDir::new("one-call-body");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    let result = one_call_get(&set, &server.url("/"), &[]).await;
+    assert_eq!(result, PublishResult::Success);
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_never_follows_a_redirect() {
+    let elsewhere = StubServer::start(200).await;
+    let server = StubServer::start(302).await;
+    server.add_header("location", &elsewhere.url("/"));
+    let dir = ScratchDir::new("one-call-redirect");
+    let origins = format!("{:?}, {:?}", server.origin(), elsewhere.origin());
+    dir.add_plugin("hostile", HOSTILE);
+    dir.add_manifest("hostile", &format!("[http]\nallowed_hosts = [{origins}]\n"));
+    let set = PluginSet::load_dir(&test_engine(), dir.path()).await;
+    let result = one_call_get(&set, &server.url("/"), &[]).await;
+    assert_eq!(error_type(&result), Some("status"), "{result:?}");
+    assert_eq!(message(&result), "302");
+    assert_eq!(elsewhere.connections(), 0);
+}
+
+#[tokio::test]
+async fn a_one_call_exchange_times_out_at_the_timeout_it_asked_for() {
+    let server = StubServer::start(200).await;
+    server.set_delay(std::time::Duration::from_secs(5));
+    let dir = ScratchDir::new("one-call-timeout");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    let started = std::time::Instant::now();
+    let result = one_call_get(&set, &server.url("/"), &[]).await;
+    assert_eq!(error_type(&result), Some("timeout"), "{result:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
 }

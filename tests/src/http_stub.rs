@@ -37,6 +37,8 @@ impl StubRequest {
 struct Record {
     status: AtomicU16,
     delay_ms: AtomicU64,
+    /// Bytes of body on every answer (`x`s).
+    body_size: AtomicUsize,
     /// When not 0, every n-th request is answered 503 whatever `status` says.
     fail_every: AtomicU64,
     arrived: AtomicU64,
@@ -100,6 +102,11 @@ impl StubServer {
             u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             Ordering::SeqCst,
         );
+    }
+
+    /// Answers with a body of `size` bytes from now on, like an endpoint that says too much.
+    pub fn set_body_size(&self, size: usize) {
+        self.record.body_size.store(size, Ordering::SeqCst);
     }
 
     /// The next requests, in order of arrival, are answered with these statuses after these delays.
@@ -191,10 +198,13 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
+    let body_size = record.body_size.load(Ordering::SeqCst);
     let response = format!(
-        "HTTP/1.1 {status} Stub\r\n{headers}content-length: 0\r\nconnection: close\r\n\r\n"
+        "HTTP/1.1 {status} Stub\r\n{headers}content-length: {body_size}\r\nconnection: close\r\n\r\n"
     );
-    let _ = stream.write_all(response.as_bytes()).await;
+    let mut response = response.into_bytes();
+    response.resize(response.len() + body_size, b'x');
+    let _ = stream.write_all(&response).await;
     record.answering.fetch_sub(1, Ordering::SeqCst);
     let _ = stream.shutdown().await;
 }

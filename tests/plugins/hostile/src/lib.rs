@@ -4,7 +4,9 @@
 //!
 //! Destinations: `loop`, `alloc`, `read-file`, `env-var`, `socket` (payload `{"port": N}`),
 //! `http` (`{"url": "…"}`), `http-raw` (the same through `wasi:http` directly, past the SDK's own
-//! checks), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood`
+//! checks), `http-send` (`{"url": "…", "headers": [[name, value], …], "timeout_ms": N}` through
+//! `outbox:relay/http` as a guest may call it; any status but 2xx fails with error type `status`,
+//! an exchange error with its case's name), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood`
 //! (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal escapes, on the
 //! log interface and on stdout), `huge-log` and `huge-error` (`{"mb": N}`: one log line, or a
 //! retryable failure's message, of N MiB).
@@ -49,6 +51,10 @@ impl Handler for Hostile {
             },
             "http-raw" => match payload_text(&envelope, "url") {
                 Some(url) => raw_get(&url),
+                None => PublishResult::permanent("the payload needs a `url`"),
+            },
+            "http-send" => match payload_text(&envelope, "url") {
+                Some(url) => one_call_get(&envelope, url),
                 None => PublishResult::permanent("the payload needs a `url`"),
             },
             "sleep" => match payload_number(&envelope, "ms") {
@@ -124,6 +130,43 @@ fn raw_get(url: &str) -> PublishResult {
         Err(ErrorCode::HttpRequestDenied) => denied("the host denied the request"),
         Err(code) => PublishResult::permanent(format!("{code:?}")),
     }
+}
+
+/// GETs `url` with `outbox:relay/http`, with the payload's headers as given.
+fn one_call_get(envelope: &Envelope, url: String) -> PublishResult {
+    use outbox_sdk::bindings::destination_handler::outbox::relay::http::{
+        Request, SendError, send,
+    };
+
+    let payload = envelope.payload_value().unwrap_or_default();
+    let headers = payload["headers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|pair| {
+            Some((
+                pair[0].as_str()?.to_owned(),
+                pair[1].as_str()?.as_bytes().to_vec(),
+            ))
+        })
+        .collect();
+    let request = Request {
+        method: "GET".to_owned(),
+        url,
+        headers,
+        body: None,
+        timeout_ms: payload["timeout_ms"].as_u64(),
+    };
+    let (error_type, reason) = match send(&request) {
+        Ok(response) if (200..300).contains(&response.status) => return PublishResult::success(),
+        Ok(response) => ("status", response.status.to_string()),
+        Err(SendError::Denied) => ("denied", String::new()),
+        Err(SendError::Timeout) => ("timeout", String::new()),
+        Err(SendError::Connection(reason)) => ("connection", reason),
+        Err(SendError::InvalidRequest(reason)) => ("invalid-request", reason),
+        Err(SendError::Protocol(reason)) => ("protocol", reason),
+    };
+    PublishResult::permanent(reason).with_error_type(error_type)
 }
 
 /// Never returns and never calls the host: only epoch interruption can stop it.
