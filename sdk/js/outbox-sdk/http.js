@@ -1,19 +1,16 @@
-// HTTP requests over wasi:http, to the hosts the manifest grants (`[http] allowed_hosts`).
+// HTTP requests to the hosts the manifest grants (`[http] allowed_hosts`), one host call each
+// (`outbox:relay/http`: the host's wasi:http transport, checks and limits).
 //
 // Redirects are never followed: a 3xx comes back as it is, so a granted host cannot bounce a
 // request to one that is not granted. A request that gets no response throws HttpError; escaping
 // `handle` it becomes the matching result (see HttpError#toResult).
 
-import { handle } from 'wasi:http/outgoing-handler@0.2.12';
-import { Fields, OutgoingRequest, OutgoingBody, RequestOptions, httpErrorCode } from 'wasi:http/types@0.2.12';
+import { send } from 'outbox:relay/http@0.2.0';
 import { fail, retry } from './index.js';
 
 /** Seconds, applied to connecting, to the first response byte and between response bytes. */
 export const DEFAULT_TIMEOUT = 10;
 
-// `blocking-write-and-flush` takes at most 4096 bytes at a time.
-const WRITE_CHUNK = 4096;
-const READ_CHUNK = 64n * 1024n;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -36,44 +33,25 @@ export class HttpError extends Error {
 
 const invalid = (reason) => new HttpError('invalid-request', `invalid HTTP request: ${reason}`);
 
-const TIMEOUTS = new Set(['DNS-timeout', 'connection-timeout', 'connection-read-timeout', 'connection-write-timeout', 'HTTP-response-timeout']);
-const CONNECTION = new Set([
-  'DNS-error', 'destination-not-found', 'destination-unavailable', 'destination-IP-prohibited',
-  'destination-IP-unroutable', 'connection-refused', 'connection-terminated', 'connection-limit-reached',
-  'TLS-protocol-error', 'TLS-certificate-error', 'TLS-alert-received',
-]);
-const INVALID = new Set([
-  'HTTP-request-length-required', 'HTTP-request-body-size', 'HTTP-request-method-invalid',
-  'HTTP-request-URI-invalid', 'HTTP-request-URI-too-long', 'HTTP-request-header-section-size',
-  'HTTP-request-header-size', 'HTTP-request-trailer-section-size', 'HTTP-request-trailer-size',
-]);
-
-function ofCode(code) {
-  const tag = code && code.tag ? code.tag : String(code);
-  if (tag === 'HTTP-request-denied') {
-    return new HttpError('denied', "HTTP request denied: the host is not in the plugin's allowed hosts");
+// The host's reasons are fixed names (`connection-refused`, `HTTP-response-body-size`), never a
+// value of the request or the response, so they may be quoted.
+function ofSendError(thrown) {
+  const error = thrown && thrown.payload !== undefined ? thrown.payload : thrown;
+  switch (error && error.tag) {
+    case 'denied':
+      return new HttpError('denied', "HTTP request denied: the host is not in the plugin's allowed hosts");
+    case 'timeout':
+      return new HttpError('timeout', 'HTTP request timed out');
+    case 'connection':
+      return new HttpError('connection', `HTTP connection failed: ${error.val}`);
+    case 'invalid-request':
+      return invalid(error.val);
+    default:
+      return new HttpError('protocol', `HTTP exchange failed: ${error && error.val ? error.val : 'unknown'}`);
   }
-  if (TIMEOUTS.has(tag)) return new HttpError('timeout', 'HTTP request timed out');
-  if (CONNECTION.has(tag)) return new HttpError('connection', `HTTP connection failed: ${tag}`);
-  if (INVALID.has(tag)) return invalid(tag);
-  return new HttpError('protocol', `HTTP exchange failed: ${tag}`);
 }
 
-function ofStreamError(thrown) {
-  const payload = thrown && thrown.payload !== undefined ? thrown.payload : thrown;
-  if (payload && payload.tag === 'last-operation-failed') {
-    const code = httpErrorCode(payload.val);
-    if (code) return ofCode(code);
-    return new HttpError('protocol', 'HTTP exchange failed: stream error');
-  }
-  return new HttpError('protocol', 'HTTP exchange failed: connection-terminated');
-}
-
-function isClosed(thrown) {
-  const payload = thrown && thrown.payload !== undefined ? thrown.payload : thrown;
-  return payload && payload.tag === 'closed';
-}
-
+// The URL's `host[:port]`; what the host would refuse anyway is refused here with a clearer reason.
 function split(url) {
   const mark = url.indexOf('://');
   if (mark < 0) throw invalid('the URL has no scheme');
@@ -89,76 +67,56 @@ function split(url) {
   if (!authority) throw invalid('the URL has no host');
   // Credentials in a URL would end up in error messages and logs; use a header instead.
   if (authority.includes('@')) throw invalid('the URL carries user info; send credentials in a header');
-  let path = rest.slice(end).split('#')[0];
-  if (!path.startsWith('/')) path = `/${path}`;
-  return { scheme: scheme === 'https' ? { tag: 'HTTPS' } : { tag: 'HTTP' }, authority, path };
+  return authority;
 }
 
 /** The `host[:port]` of an http(s) URL: what an error message may name. */
 export function authority(url) {
   try {
-    return split(url).authority;
+    return split(url);
   } catch {
     return undefined;
   }
 }
 
-const METHODS = new Set(['get', 'head', 'post', 'put', 'delete', 'connect', 'options', 'trace', 'patch']);
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
 
 /**
- * Sends a request and reads the whole response.
+ * Sends a request and reads the whole response, in one call to the host.
  * @param {string} method
  * @param {string} url
  * @param {{headers?: Record<string,string>, body?: string|Uint8Array, timeout?: number}} [options] timeout in seconds
  * @returns {{status: number, headers: Record<string,string>, body: Uint8Array, text: () => string, ok: boolean}}
  */
 export function request(method, url, options = {}) {
-  const { scheme, authority: host, path } = split(url);
-  const lower = method.toLowerCase();
-  const witMethod = METHODS.has(lower) ? { tag: lower } : { tag: 'other', val: method };
+  split(url);
+  const upper = method.toUpperCase();
   const body = typeof options.body === 'string' ? encoder.encode(options.body) : options.body;
-  const entries = [];
-  for (const [name, value] of Object.entries(options.headers || {})) {
-    if (body !== undefined && name.toLowerCase() === 'content-length') continue;
-    entries.push([name, encoder.encode(String(value))]);
-  }
-  if (body !== undefined) entries.push(['content-length', encoder.encode(String(body.length))]);
-  let fields;
+  const headers = Object.entries(options.headers || {}).map(([name, value]) => [name, encoder.encode(String(value))]);
+  const timeoutMs = BigInt(Math.max(0, Math.round((options.timeout ?? DEFAULT_TIMEOUT) * 1000)));
+  let answer;
   try {
-    fields = Fields.fromList(entries);
-  } catch {
-    throw invalid('a header is forbidden or malformed');
-  }
-  const outgoing = new OutgoingRequest(fields);
-  try {
-    outgoing.setMethod(witMethod);
-    outgoing.setScheme(scheme);
-    outgoing.setAuthority(host);
-    outgoing.setPathWithQuery(path);
-  } catch {
-    throw invalid('the method or URL is not valid');
-  }
-  const nanos = BigInt(Math.round((options.timeout ?? DEFAULT_TIMEOUT) * 1e9));
-  const requestOptions = new RequestOptions();
-  try {
-    requestOptions.setConnectTimeout(nanos);
-    requestOptions.setFirstByteTimeout(nanos);
-    requestOptions.setBetweenBytesTimeout(nanos);
-  } catch {
-    throw invalid('the host does not support request timeouts');
-  }
-  const outgoingBody = outgoing.body();
-  let future;
-  try {
-    future = handle(outgoing, requestOptions);
+    answer = send({
+      method: METHODS.has(upper) ? upper : method,
+      url: url.split('#')[0],
+      headers,
+      body,
+      timeoutMs,
+    });
   } catch (thrown) {
-    throw ofCode(thrown && thrown.payload !== undefined ? thrown.payload : thrown);
+    throw ofSendError(thrown);
   }
-  const written = writeBody(outgoingBody, body || new Uint8Array());
-  // When the exchange itself failed, the response says why better than the body write.
-  const incoming = wait(future);
-  if (written) throw written;
-  return read(incoming);
+  const responseHeaders = {};
+  for (const [name, value] of answer.headers) responseHeaders[name.toLowerCase()] = decoder.decode(value);
+  const { status, body: bytes } = answer;
+  return {
+    status,
+    headers: responseHeaders,
+    body: bytes,
+    ok: status >= 200 && status < 300,
+    text: () => decoder.decode(bytes),
+    retryAfter: retryAfter(responseHeaders['retry-after'], Date.now()),
+  };
 }
 
 export function get(url, options = {}) {
@@ -167,86 +125,6 @@ export function get(url, options = {}) {
 
 export function post(url, body, options = {}) {
   return request('POST', url, { ...options, body });
-}
-
-function writeBody(outgoingBody, bytes) {
-  const stream = outgoingBody.write();
-  try {
-    for (let start = 0; start < bytes.length; start += WRITE_CHUNK) {
-      stream.blockingWriteAndFlush(bytes.subarray(start, start + WRITE_CHUNK));
-    }
-  } catch (thrown) {
-    return ofStreamError(thrown);
-  } finally {
-    // The stream is a child of the body: it must be gone before the body is finished.
-    dispose(stream);
-  }
-  try {
-    OutgoingBody.finish(outgoingBody, undefined);
-  } catch (thrown) {
-    return ofCode(thrown && thrown.payload !== undefined ? thrown.payload : thrown);
-  }
-  return undefined;
-}
-
-function wait(future) {
-  let answer = future.get();
-  while (answer === undefined) {
-    const pollable = future.subscribe();
-    pollable.block();
-    dispose(pollable);
-    answer = future.get();
-  }
-  dispose(future);
-  // option<result<result<incoming-response, error-code>>>: the outer error means taken twice.
-  if (answer.tag === 'err') throw new HttpError('protocol', 'HTTP exchange failed: the response was already taken');
-  const inner = answer.val;
-  if (inner.tag === 'err') throw ofCode(inner.val);
-  return inner.val;
-}
-
-function read(incoming) {
-  const status = incoming.status();
-  const fields = incoming.headers();
-  const headers = {};
-  for (const [name, value] of fields.entries()) headers[name.toLowerCase()] = decoder.decode(value);
-  dispose(fields);
-  const incomingBody = incoming.consume();
-  const stream = incomingBody.stream();
-  const chunks = [];
-  let length = 0;
-  try {
-    for (;;) {
-      let chunk;
-      try {
-        chunk = stream.blockingRead(READ_CHUNK);
-      } catch (thrown) {
-        if (isClosed(thrown)) break;
-        throw ofStreamError(thrown);
-      }
-      chunks.push(chunk);
-      length += chunk.length;
-    }
-  } finally {
-    // The stream is a child of the body, and the body of the response.
-    dispose(stream);
-    dispose(incomingBody);
-    dispose(incoming);
-  }
-  const bytes = new Uint8Array(length);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.length;
-  }
-  return {
-    status,
-    headers,
-    body: bytes,
-    ok: status >= 200 && status < 300,
-    text: () => decoder.decode(bytes),
-    retryAfter: retryAfter(headers['retry-after'], Date.now()),
-  };
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
@@ -269,9 +147,4 @@ function retryAfter(value, now) {
     return undefined;
   }
   return Math.max(0, (at - now) / 1000);
-}
-
-function dispose(resource) {
-  const drop = resource && resource[Symbol.dispose];
-  if (typeof drop === 'function') drop.call(resource);
 }
