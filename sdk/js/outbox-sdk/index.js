@@ -167,15 +167,29 @@ export function defineObserver(spec) {
   };
 }
 
+// An instance's `[config]` never changes (a manifest edit reloads the plugin into new instances),
+// so a key crosses to the host once: each crossing costs a JavaScript guest several µs. Keys may
+// come from rows (`route.<event type>`), so only the first CONFIG_KEYS_KEPT are kept.
+const CONFIG_KEYS_KEPT = 256;
+const configKept = new Map();
+
+function configValue(key) {
+  let value = configKept.get(key);
+  if (value === undefined && !configKept.has(key)) {
+    value = configGet(key) ?? undefined;
+    if (configKept.size < CONFIG_KEYS_KEPT) configKept.set(key, value);
+  }
+  return value;
+}
+
 /** A value from the manifest's `[config]` table, or `fallback`. */
 export function config(key, fallback = undefined) {
-  const value = configGet(key);
-  return value === undefined || value === null ? fallback : value;
+  return configValue(key) ?? fallback;
 }
 
 export function requireConfig(key) {
-  const value = configGet(key);
-  if (value === undefined || value === null) throw new ConfigError(key);
+  const value = configValue(key);
+  if (value === undefined) throw new ConfigError(key);
   return value;
 }
 
