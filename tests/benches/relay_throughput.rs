@@ -99,7 +99,7 @@ mod sdk_handlers {
     use outbox_tests::sdk_plugins::{CHAT_WEBHOOK, ROUTER};
     use std::path::PathBuf;
 
-    const ROWS: u64 = 3_000;
+    const ROWS: u64 = 20_000;
     const ROUNDS: usize = 3;
 
     struct Handler {
