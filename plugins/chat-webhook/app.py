@@ -50,13 +50,13 @@ def message(envelope: sdk.Envelope) -> Dict[str, Any]:
     return body
 
 
-def result_of_status(status: int, host: str, retry_after: Optional[float] = None) -> sdk.Result:
+def result_of_status(status: int, url: str, retry_after: Optional[float] = None) -> sdk.Result:
     """408 and 429 ask the client to come back later and a 5xx may pass on another try; any other
     status fails the same way every time (a 3xx too, since redirects are not followed). A 429 or
     503 may say when to come back (`Retry-After`)."""
     if 200 <= status < 300:
         return sdk.success()
-    text = f"{host} answered HTTP {status}"
+    text = f"{http.authority(url) or 'the chat webhook'} answered HTTP {status}"
     if status in (429, 503) and retry_after is not None:
         return sdk.retry(text, "http-status", retry_after=retry_after)
     if status in (408, 429) or 500 <= status <= 599:
@@ -68,7 +68,6 @@ class Handler(sdk.DestinationHandler):
     destination = "CHAT"
 
     def handle(self, envelope: sdk.Envelope) -> sdk.Result:
-        host = http.authority(envelope.destination) or "the chat webhook"
         response = http.post(
             envelope.destination,
             json.dumps(message(envelope)),
@@ -78,4 +77,6 @@ class Handler(sdk.DestinationHandler):
             },
             timeout=float(sdk.config("timeout_seconds", "10")),
         )
-        return result_of_status(response.status, host, response.retry_after)
+        if response.ok:
+            return sdk.success()
+        return result_of_status(response.status, envelope.destination, response.retry_after)

@@ -16,6 +16,7 @@ failed (a status, a host), never the payload or a header value.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -243,19 +244,25 @@ class DestinationHandler:
         return _types.Scope_Destinations(list(self.destinations))
 
     def publish(self, envelope: _types.Envelope) -> _types.PublishResult:
-        from . import http
-
         try:
             return _to_wit(self.handle(Envelope._of(envelope)))
-        except PayloadError as problem:
-            return _to_wit(fail(str(problem), "payload"))
-        except http.HttpError as problem:
-            return _to_wit(problem.result())
-        except ConfigError as problem:
-            return _to_wit(fail(str(problem), "config"))
         except Exception as problem:  # noqa: BLE001 - a bug must not trap the instance
-            # The exception's text may quote the payload: name only its class.
-            return _to_wit(retry(f"the handler raised {type(problem).__name__}", "exception"))
+            return _to_wit(_result_of(problem))
+
+
+def _result_of(problem: Exception) -> Result:
+    """What an exception escaping ``handle`` means for the row."""
+    if isinstance(problem, PayloadError):
+        return fail(str(problem), "payload")
+    if isinstance(problem, ConfigError):
+        return fail(str(problem), "config")
+    # Only a handler that imported outbox_sdk.http can raise its errors; an observer's world has
+    # no HTTP to import.
+    http = sys.modules.get(f"{__name__}.http")
+    if http is not None and isinstance(problem, http.HttpError):
+        return problem.result()
+    # The exception's text may quote the payload: name only its class.
+    return retry(f"the handler raised {type(problem).__name__}", "exception")
 
 
 @dataclass(frozen=True)
@@ -314,14 +321,30 @@ class ConfigError(LookupError):
     """A required ``[config]`` key is missing from the plugin's manifest."""
 
 
+#: The ``[config]`` values read so far. An instance never outlives its manifest (a reload makes new
+#: instances), so each key is asked of the host once; at most this many are kept.
+_CONFIG_KEYS_KEPT = 256
+_config_kept: Dict[str, Optional[str]] = {}
+
+
+def _config_value(key: str) -> Optional[str]:
+    try:
+        return _config_kept[key]
+    except KeyError:
+        value = _config.get(key)
+        if len(_config_kept) < _CONFIG_KEYS_KEPT:
+            _config_kept[key] = value
+        return value
+
+
 def config(key: str, default: Optional[str] = None) -> Optional[str]:
     """A value from the manifest's ``[config]`` table, or ``default``."""
-    value = _config.get(key)
+    value = _config_value(key)
     return default if value is None else value
 
 
 def require_config(key: str) -> str:
-    value = _config.get(key)
+    value = _config_value(key)
     if value is None:
         raise ConfigError(f"the manifest's [config] has no `{key}`")
     return value

@@ -123,6 +123,9 @@ def _of_send_error(error: object) -> HttpError:
     return HttpError("protocol", f"HTTP exchange failed: {reason}")
 
 
+_AUTHORITY_END = re.compile(r"[/?#]")
+
+
 def _split(url: str) -> str:
     """The URL's ``host[:port]``; what the host would refuse anyway is refused here with a clearer
     reason."""
@@ -131,12 +134,7 @@ def _split(url: str) -> str:
         raise _invalid("the URL has no scheme")
     if scheme.lower() not in ("http", "https"):
         raise _invalid("the URL scheme is not http or https")
-    end = len(rest)
-    for mark in "/?#":
-        index = rest.find(mark)
-        if index != -1:
-            end = min(end, index)
-    host = rest[:end]
+    host = _AUTHORITY_END.split(rest, 1)[0]
     if not host:
         raise _invalid("the URL has no host")
     # Credentials in a URL would end up in error messages and logs; use a header instead.
