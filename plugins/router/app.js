@@ -19,7 +19,6 @@ export const handler = defineHandler({
   handle(envelope) {
     const url = routeFor(envelope.eventType);
     if (!url) return fail('no route in [config] for the event type', 'no-route');
-    const host = authority(url) ?? 'the route';
     const response = post(url, envelope.payloadText, {
       headers: {
         ...envelope.headers,
@@ -30,7 +29,7 @@ export const handler = defineHandler({
       timeout: Number(config('timeout_seconds', '10')),
     });
     if (response.ok) return success();
-    const message = `${host} answered HTTP ${response.status}`;
+    const message = `${authority(url) ?? 'the route'} answered HTTP ${response.status}`;
     if ((response.status === 429 || response.status === 503) && response.retryAfter !== undefined) {
       return retry(message, 'http-status', response.retryAfter);
     }

@@ -18,13 +18,13 @@ export interface RequestOptions {
 export interface Response {
   status: number;
   /** Names in lower case; the last value wins for a repeated name. */
-  headers: Record<string, string>;
+  readonly headers: Record<string, string>;
   body: Uint8Array;
   ok: boolean;
   text(): string;
   /** Seconds the `Retry-After` header asks to wait (delta-seconds or an HTTP-date), if readable;
    * pass it on with `retry(message, errorType, response.retryAfter)`. */
-  retryAfter?: number;
+  readonly retryAfter?: number;
 }
 
 export function request(method: string, url: string, options?: RequestOptions): Response;

@@ -106,17 +106,37 @@ export function request(method, url, options = {}) {
   } catch (thrown) {
     throw ofSendError(thrown);
   }
-  const responseHeaders = {};
-  for (const [name, value] of answer.headers) responseHeaders[name.toLowerCase()] = decoder.decode(value);
-  const { status, body: bytes } = answer;
-  return {
-    status,
-    headers: responseHeaders,
-    body: bytes,
-    ok: status >= 200 && status < 300,
-    text: () => decoder.decode(bytes),
-    retryAfter: retryAfter(responseHeaders['retry-after'], Date.now()),
-  };
+  return new Response(answer);
+}
+
+/** Any status, 3xx and errors included, is a response. Its headers are decoded on first use: most
+ * handlers read only the status, and each decode costs an interpreted guest a few µs. */
+class Response {
+  constructor(answer) {
+    this.status = answer.status;
+    this.body = answer.body;
+    this.ok = answer.status >= 200 && answer.status < 300;
+    this._fields = answer.headers;
+    this._headers = undefined;
+  }
+
+  /** Header names in lower case; the last value wins for a repeated name. */
+  get headers() {
+    if (this._headers === undefined) {
+      const headers = {};
+      for (const [name, value] of this._fields) headers[name.toLowerCase()] = decoder.decode(value);
+      this._headers = headers;
+    }
+    return this._headers;
+  }
+
+  get retryAfter() {
+    return retryAfter(this.headers['retry-after'], Date.now());
+  }
+
+  text() {
+    return decoder.decode(this.body);
+  }
 }
 
 export function get(url, options = {}) {
