@@ -8,7 +8,9 @@
 //!
 //! 3. Python and JavaScript handlers (see `sdk_handlers`): rows/s of the `chat-webhook` (Python) and
 //!    `router` (JavaScript) examples delivering to a local HTTP server, against the Rust `webhook`
-//!    example in the same run (goal: each at least 0.8 of it). `-- --sdk-only` runs this part alone.
+//!    example in the same run (goal: each at least 0.8 of it), each with its shipped manifest
+//!    template and only the local server granted. `-- --sdk-only` runs this part alone;
+//!    `SDK_RELAY_MAX_CONCURRENCY=N` runs all three at `[limits] max_concurrency = N` instead.
 //!
 //! Run: `cargo bench -p outbox-tests --bench relay_throughput`
 
@@ -96,7 +98,7 @@ mod sdk_handlers {
     use outbox_tests::plugins;
     use outbox_tests::rounds::median;
     use outbox_tests::scratch::ScratchDir;
-    use outbox_tests::sdk_plugins::{CHAT_WEBHOOK, ROUTER};
+    use outbox_tests::sdk_plugins::{self, CHAT_WEBHOOK, ROUTER};
     use std::path::PathBuf;
 
     const ROWS: u64 = 20_000;
@@ -107,6 +109,7 @@ mod sdk_handlers {
         stem: &'static str,
         destination_type: &'static str,
         component: PathBuf,
+        manifest_template: String,
     }
 
     pub async fn run() {
@@ -115,6 +118,10 @@ mod sdk_handlers {
             stem: "webhook",
             destination_type: "WEBHOOK",
             component: PathBuf::from(plugins::WEBHOOK),
+            manifest_template: std::fs::read_to_string(
+                sdk_plugins::repository().join("plugins/webhook/webhook.toml"),
+            )
+            .expect("the webhook example has a manifest template"),
         }];
         for (label, plugin, destination_type) in [
             ("python chat-webhook", CHAT_WEBHOOK, "CHAT"),
@@ -126,6 +133,7 @@ mod sdk_handlers {
                     stem: plugin.name,
                     destination_type,
                     component,
+                    manifest_template: plugin.manifest_template(),
                 }),
                 None => println!("{label}: skipped, its toolchain is not installed"),
             }
@@ -170,14 +178,7 @@ mod sdk_handlers {
             handler.stem,
             handler.component.to_str().expect("a UTF-8 path"),
         );
-        dir.add_manifest(
-            handler.stem,
-            &format!(
-                "[http]\nallowed_hosts = [\"{}\"]\n[config]\n\"route.default\" = \"{}\"\n",
-                receiver.origin(),
-                receiver.url("/hook")
-            ),
-        );
+        dir.add_manifest(handler.stem, &manifest(handler, &receiver));
         let host = TestHost::start(&host::config(&db, dir.path())).await;
         latency::wait_until_all_published(&db).await;
         let rate = drain::published_rate(&db).await;
@@ -185,5 +186,30 @@ mod sdk_handlers {
         db.pool.close().await;
         assert_eq!(receiver.requests().len() as u64, ROWS, "{}", handler.label);
         rate
+    }
+
+    /// The example's shipped manifest, granted the local server and routed to it.
+    fn manifest(handler: &Handler, receiver: &StubServer) -> String {
+        let mut manifest: toml::Table =
+            toml::from_str(&handler.manifest_template).expect("a manifest template parses");
+        section(&mut manifest, "http")
+            .insert("allowed_hosts".into(), vec![receiver.origin()].into());
+        section(&mut manifest, "config")
+            .insert("route.default".into(), receiver.url("/hook").into());
+        if let Ok(calls) = std::env::var("SDK_RELAY_MAX_CONCURRENCY") {
+            let calls: i64 = calls
+                .parse()
+                .expect("SDK_RELAY_MAX_CONCURRENCY is a number");
+            section(&mut manifest, "limits").insert("max_concurrency".into(), calls.into());
+        }
+        toml::to_string(&manifest).expect("a manifest serialises")
+    }
+
+    fn section<'a>(manifest: &'a mut toml::Table, name: &str) -> &'a mut toml::Table {
+        manifest
+            .entry(name)
+            .or_insert_with(|| toml::Table::new().into())
+            .as_table_mut()
+            .expect("a manifest section is a table")
     }
 }
