@@ -77,6 +77,4 @@ class Handler(sdk.DestinationHandler):
             },
             timeout=float(sdk.config("timeout_seconds", "10")),
         )
-        if response.ok:
-            return sdk.success()
         return result_of_status(response.status, envelope.destination, response.retry_after)
