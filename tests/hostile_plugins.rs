@@ -277,6 +277,38 @@ async fn failed_calls_are_counted_by_error_type() {
 }
 
 #[tokio::test]
+async fn claim_scopes_asked_while_every_instance_is_busy_start_no_instance_each_time() {
+    let dir = ScratchDir::new("control-instance");
+    dir.add_plugin("hostile", HOSTILE);
+    dir.add_manifest("hostile", "[limits]\nmax_concurrency = 2\n");
+    let set = PluginSet::load_dir(&test_engine(), dir.path()).await;
+    let hostile = set.handler("HOSTILE").unwrap();
+    // As in the relay: each turn asks for the scope while the last turn's publishes hold every
+    // work instance.
+    for _ in 0..5 {
+        let scope = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            hostile.claim_scope().await
+        };
+        let (first, second, scope) = tokio::join!(
+            call(&hostile, "sleep", r#"{"ms": 100}"#),
+            call(&hostile, "sleep", r#"{"ms": 100}"#),
+            scope
+        );
+        assert_eq!(
+            (first, second),
+            (Ok(PublishResult::Success), Ok(PublishResult::Success))
+        );
+        scope.expect("the scope answers");
+    }
+    assert_eq!(
+        hostile.stats().instances_started,
+        3,
+        "two for the publishes and one for control calls, however many turns"
+    );
+}
+
+#[tokio::test]
 async fn a_component_needing_more_of_the_pool_than_one_instance_may_hold_is_not_loaded() {
     let dir = ScratchDir::new("caps");
     dir.add_plugin("noop", NOOP);

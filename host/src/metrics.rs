@@ -632,6 +632,14 @@ impl Collector for PluginCollector {
             by_plugin,
         )
         .expect("valid metric");
+        let instances = IntCounterVec::new(
+            Opts::new(
+                "outbox_plugin_instances_started_total",
+                "Instances started for each plugin (an instance is retired after 1,000 calls)",
+            ),
+            by_plugin,
+        )
+        .expect("valid metric");
         let states = IntGaugeVec::new(
             Opts::new("outbox_plugins", "Plugin files by state"),
             &["state"],
@@ -661,6 +669,9 @@ impl Collector for PluginCollector {
             log_dropped
                 .with_label_values(&labels)
                 .inc_by(stats.log_lines_dropped);
+            instances
+                .with_label_values(&labels)
+                .inc_by(stats.instances_started);
             seconds
                 .with_label_values(&labels)
                 .inc_by(stats.total_duration.as_secs_f64());
@@ -682,6 +693,7 @@ impl Collector for PluginCollector {
             scope_calls.collect(),
             scope_seconds.collect(),
             log_dropped.collect(),
+            instances.collect(),
             states.collect(),
         ]
         .concat()

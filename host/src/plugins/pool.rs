@@ -15,9 +15,12 @@
 //! Capacity: each call holds a permit for its whole duration, at most the plugin's `max_concurrency`
 //! at once, and an instance exists only while it serves a call or waits idle, so a plugin never holds
 //! more than `max_concurrency` instances of the engine's shared pool (plus one for control calls:
-//! `destination-type` and `claim-scope` have a permit of their own, so a plugin whose publishes are
-//! all busy still answers its claim scope at once).
+//! `destination-type` and `claim-scope` have a permit and a kept instance of their own, so a plugin
+//! whose publishes are all busy still answers its claim scope at once, without starting an instance
+//! for it: a relay turn asks while the previous turn's publishes hold every work instance, and a
+//! fresh instance per turn cost an interpreter-based plugin 1–3 ms of CPU each time).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -105,7 +108,14 @@ pub(crate) struct InstancePool<P: WorldPre> {
     pre: P,
     sandbox: Sandbox,
     policy: PoolPolicy,
+    /// Idle instances for work calls, at most `policy.idle_instances`.
     idle: Mutex<Vec<Kept<P::Bindings>>>,
+    /// The one idle instance for control calls, kept apart from the work calls' (see the module
+    /// doc).
+    control_idle: Mutex<Option<Kept<P::Bindings>>>,
+    /// Instances made since load: steady load makes one per `calls_per_instance` calls, so a
+    /// faster count is churn an operator should see.
+    instances_started: AtomicU64,
     /// Calls at once: `publish` and `on-publish-completed`.
     calls: Semaphore,
     /// Control calls at once: `destination-type` and `claim-scope`.
@@ -147,6 +157,8 @@ impl<P: WorldPre> InstancePool<P> {
             sandbox,
             policy,
             idle: Mutex::new(Vec::new()),
+            control_idle: Mutex::new(None),
+            instances_started: AtomicU64::new(0),
             calls: Semaphore::new(max_concurrency),
             control: Semaphore::new(1),
             work_stats: CallStats::default(),
@@ -158,6 +170,7 @@ impl<P: WorldPre> InstancePool<P> {
     pub(crate) fn stats(&self) -> CallStatsSnapshot {
         CallStatsSnapshot {
             log_lines_dropped: self.sandbox.log_lines_dropped(),
+            instances_started: self.instances_started.load(Ordering::Relaxed),
             ..self.work_stats.snapshot()
         }
     }
@@ -181,7 +194,7 @@ impl<P: WorldPre> InstancePool<P> {
     /// Makes one instance and keeps it, so a plugin that cannot be instantiated fails at load.
     pub(crate) async fn prepare(&self) -> Result<(), CallError> {
         let kept = self.instantiate().await?;
-        self.give_back(kept);
+        self.give_back(CallKind::Work, kept);
         Ok(())
     }
 
@@ -257,12 +270,7 @@ impl<P: WorldPre> InstancePool<P> {
         permit: SemaphorePermit<'p>,
     ) -> Result<Lease<'p, P>, CallError> {
         let started = Instant::now();
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let kept = match idle {
+        let kept = match self.take_idle(kind) {
             Some(kept) => kept,
             None => self.instantiate().await.inspect_err(|error| {
                 self.stats_of(kind).record(Some(error), started.elapsed());
@@ -284,11 +292,14 @@ impl<P: WorldPre> InstancePool<P> {
         store.set_hostcall_fuel(CallKind::Work.transfer_limit());
         let limit = self.sandbox.arm(&mut store);
         match tokio::time::timeout(limit, self.pre.instantiate(&mut store)).await {
-            Ok(Ok(bindings)) => Ok(Kept {
-                store,
-                bindings,
-                calls: 0,
-            }),
+            Ok(Ok(bindings)) => {
+                self.instances_started.fetch_add(1, Ordering::Relaxed);
+                Ok(Kept {
+                    store,
+                    bindings,
+                    calls: 0,
+                })
+            }
             Ok(Err(error)) if error.is::<wasmtime::PoolConcurrencyLimitError>() => {
                 Err(self.sandbox.pool_full())
             }
@@ -301,13 +312,39 @@ impl<P: WorldPre> InstancePool<P> {
         }
     }
 
-    fn give_back(&self, kept: Kept<P::Bindings>) {
-        if kept.calls >= self.policy.calls_per_instance {
+    fn take_idle(&self, kind: CallKind) -> Option<Kept<P::Bindings>> {
+        match kind {
+            CallKind::Work => self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop(),
+            CallKind::Control => self
+                .control_idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        }
+    }
+
+    fn give_back(&self, kind: CallKind, kept: Kept<P::Bindings>) {
+        if kept.calls >= self.policy.calls_per_instance || self.policy.idle_instances == 0 {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < self.policy.idle_instances {
-            idle.push(kept);
+        match kind {
+            CallKind::Work => {
+                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+                if idle.len() < self.policy.idle_instances {
+                    idle.push(kept);
+                }
+            }
+            CallKind::Control => {
+                let mut idle = self
+                    .control_idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                idle.get_or_insert(kept);
+            }
         }
     }
 }
@@ -356,7 +393,7 @@ impl<P: WorldPre> Lease<'_, P> {
             .record(outcome.as_ref().err(), started.elapsed());
         if outcome.is_ok() {
             kept.calls += 1;
-            pool.give_back(kept);
+            pool.give_back(kind, kept);
         }
         outcome
     }

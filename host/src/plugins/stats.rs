@@ -27,6 +27,8 @@ pub struct CallStatsSnapshot {
     pub total_duration: Duration,
     /// Log lines over the plugin's log budget, dropped.
     pub log_lines_dropped: u64,
+    /// Instances the plugin's pool made, for any kind of call.
+    pub instances_started: u64,
 }
 
 impl CallStatsSnapshot {
@@ -59,6 +61,7 @@ impl CallStats {
             instantiate: self.instantiate.load(Ordering::Relaxed),
             total_duration: Duration::from_micros(self.total_micros.load(Ordering::Relaxed)),
             log_lines_dropped: 0,
+            instances_started: 0,
         }
     }
 }
