@@ -234,3 +234,75 @@ async fn a_one_call_exchange_times_out_at_the_timeout_it_asked_for() {
     assert_eq!(error_type(&result), Some("timeout"), "{result:?}");
     assert!(started.elapsed() < std::time::Duration::from_secs(4));
 }
+
+/// A GET through `send-encoded`, with this header section as it stands.
+async fn encoded_get(
+    set: &PluginSet,
+    url: &str,
+    section: &str,
+    expect_line: Option<&str>,
+) -> PublishResult {
+    let payload = serde_json::json!({ "url": url, "section": section, "expect_line": expect_line, "timeout_ms": 500 });
+    hostile_call(set, "http-send-encoded", payload).await
+}
+
+#[tokio::test]
+async fn an_encoded_exchange_sends_each_line_of_its_section_and_hands_back_the_response_headers() {
+    let server = StubServer::start(200).await;
+    server.add_header("x-answer", "42");
+    let dir = ScratchDir::new("encoded-allowed");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    let section = "x-token: t\r\nx-trace:  a b \r\n";
+    let result = encoded_get(&set, &server.url("/hook"), section, Some("x-answer: 42")).await;
+    assert_eq!(result, PublishResult::Success);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].header("x-token"), Some("t"));
+    assert_eq!(requests[0].header("x-trace"), Some("a b"));
+    assert_eq!(
+        requests[0].header("host"),
+        Some(server.origin().trim_start_matches("http://"))
+    );
+}
+
+#[tokio::test]
+async fn an_encoded_exchange_with_a_host_not_granted_is_denied_and_never_connects() {
+    let granted = StubServer::start(200).await;
+    let other = StubServer::start(200).await;
+    let dir = ScratchDir::new("encoded-denied");
+    let set = hostile_allowed(&dir, &granted.origin()).await;
+    let result = encoded_get(&set, &other.url("/"), "", None).await;
+    assert_eq!(error_type(&result), Some("denied"), "{result:?}");
+    assert_eq!(other.connections() + granted.connections(), 0);
+}
+
+#[tokio::test]
+async fn an_encoded_section_that_smuggles_forbidden_or_malformed_lines_is_refused_before_connecting()
+ {
+    let server = StubServer::start(200).await;
+    let dir = ScratchDir::new("encoded-smuggling");
+    let set = hostile_allowed(&dir, &server.origin()).await;
+    for section in [
+        "host: evil.example\r\n",
+        "x-a: 1\r\ntransfer-encoding: chunked\r\n",
+        "connection: upgrade\r\n",
+        "x-smuggle: secret-a\nx-injected: 1\r\n",
+        "x-smuggle: secret-b\rx-injected: 1\r\n",
+        "bad name: secret-c\r\n",
+        "no-colon-secret-d\r\n",
+        "x-unended: secret-e",
+    ] {
+        let result = encoded_get(&set, &server.url("/"), section, None).await;
+        assert_eq!(
+            error_type(&result),
+            Some("invalid-request"),
+            "{section:?}: {result:?}"
+        );
+        assert!(!message(&result).contains("secret"), "{result:?}");
+        assert!(!message(&result).contains("evil"), "{result:?}");
+    }
+    let huge = format!("x-a: {}\r\n", "v".repeat(200 * 1024));
+    let result = encoded_get(&set, &server.url("/"), &huge, None).await;
+    assert_eq!(error_type(&result), Some("invalid-request"), "{result:?}");
+    assert_eq!(server.connections(), 0);
+}

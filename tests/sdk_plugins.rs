@@ -179,6 +179,26 @@ fn the_javascript_router_succeeds_retries_fails_and_is_denied_in_plugin_test() {
 }
 
 #[test]
+fn the_javascript_router_refuses_an_application_header_that_would_smuggle_in_another() {
+    let Some(component) = ROUTER.component() else {
+        return;
+    };
+    let granted = "[http]\nallowed_hosts = [\"http://127.0.0.1:9\"]\n\
+                   [config]\n\"route.default\" = \"http://127.0.0.1:9/in\"\n";
+    for header in [
+        r#""x-app": "a\r\nx-injected: 1""#,
+        r#""x-app\r\nx-injected": "1""#,
+    ] {
+        let envelope = format!(r#"{{"event_type": "order.created", "headers": {{{header}}}}}"#);
+        let (code, text) = plugin_test(&component, granted, &envelope, 200);
+        assert_eq!(code, 1, "{text}");
+        assert!(text.contains("permanent [invalid-request]"), "{text}");
+        assert!(!text.contains("x-injected"), "{text}");
+        assert!(!text.contains("POST http"), "nothing is sent: {text}");
+    }
+}
+
+#[test]
 fn the_python_type_counter_logs_its_counts_every_n_events_in_plugin_test() {
     let Some(component) = TYPE_COUNTER.component() else {
         return;

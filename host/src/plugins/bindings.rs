@@ -13,6 +13,7 @@ pub mod handler {
         imports: {
             "outbox:relay/kafka.produce": async,
             "outbox:relay/http.send": async,
+            "outbox:relay/http.send-encoded": async,
         },
         exports: { default: async },
         require_store_data_send: true,

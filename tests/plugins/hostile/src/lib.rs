@@ -6,7 +6,9 @@
 //! `http` (`{"url": "…"}`), `http-raw` (the same through `wasi:http` directly, past the SDK's own
 //! checks), `http-send` (`{"url": "…", "headers": [[name, value], …], "timeout_ms": N}` through
 //! `outbox:relay/http` as a guest may call it; any status but 2xx fails with error type `status`,
-//! an exchange error with its case's name), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood`
+//! an exchange error with its case's name), `http-send-encoded` (`{"url": "…", "section": "…",
+//! "expect_line": "…"}` through `send-encoded`, its header section given as it stands; a 2xx
+//! succeeds only when the response's section holds `expect_line`, if given), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood`
 //! (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal escapes, on the
 //! log interface and on stdout), `huge-log` and `huge-error` (`{"mb": N}`: one log line, or a
 //! retryable failure's message, of N MiB).
@@ -55,6 +57,10 @@ impl Handler for Hostile {
             },
             "http-send" => match payload_text(&envelope, "url") {
                 Some(url) => one_call_get(&envelope, url),
+                None => PublishResult::permanent("the payload needs a `url`"),
+            },
+            "http-send-encoded" => match payload_text(&envelope, "url") {
+                Some(url) => encoded_get(&envelope, url),
                 None => PublishResult::permanent("the payload needs a `url`"),
             },
             "sleep" => match payload_number(&envelope, "ms") {
@@ -134,9 +140,7 @@ fn raw_get(url: &str) -> PublishResult {
 
 /// GETs `url` with `outbox:relay/http`, with the payload's headers as given.
 fn one_call_get(envelope: &Envelope, url: String) -> PublishResult {
-    use outbox_sdk::bindings::destination_handler::outbox::relay::http::{
-        Request, SendError, send,
-    };
+    use outbox_sdk::bindings::destination_handler::outbox::relay::http::{Request, send};
 
     let payload = envelope.payload_value().unwrap_or_default();
     let headers = payload["headers"]
@@ -157,9 +161,53 @@ fn one_call_get(envelope: &Envelope, url: String) -> PublishResult {
         body: None,
         timeout_ms: payload["timeout_ms"].as_u64(),
     };
-    let (error_type, reason) = match send(&request) {
-        Ok(response) if (200..300).contains(&response.status) => return PublishResult::success(),
-        Ok(response) => ("status", response.status.to_string()),
+    exchange_outcome(send(&request).map(|response| (response.status, true)))
+}
+
+/// GETs `url` with `send-encoded`, the payload's `section` sent as it stands.
+fn encoded_get(envelope: &Envelope, url: String) -> PublishResult {
+    use outbox_sdk::bindings::destination_handler::outbox::relay::http::{
+        EncodedRequest, send_encoded,
+    };
+
+    let payload = envelope.payload_value().unwrap_or_default();
+    let request = EncodedRequest {
+        method: "GET".to_owned(),
+        url,
+        headers: payload["section"]
+            .as_str()
+            .unwrap_or("")
+            .as_bytes()
+            .to_vec(),
+        body: None,
+        timeout_ms: payload["timeout_ms"].as_u64(),
+    };
+    let expected = payload["expect_line"]
+        .as_str()
+        .map(|line| format!("{line}\r\n"));
+    exchange_outcome(send_encoded(&request).map(|response| {
+        let section = String::from_utf8_lossy(&response.headers);
+        let holds = expected.is_none_or(|line| section.split_inclusive("\r\n").any(|l| l == line));
+        (response.status, holds)
+    }))
+}
+
+/// Success for a 2xx whose check held; otherwise a permanent failure whose error type names what
+/// happened (`status`, `unexpected-headers`, or the exchange error's case).
+fn exchange_outcome(
+    answer: Result<
+        (u16, bool),
+        outbox_sdk::bindings::destination_handler::outbox::relay::http::SendError,
+    >,
+) -> PublishResult {
+    use outbox_sdk::bindings::destination_handler::outbox::relay::http::SendError;
+
+    let (error_type, reason) = match answer {
+        Ok((status, true)) if (200..300).contains(&status) => return PublishResult::success(),
+        Ok((status, false)) if (200..300).contains(&status) => {
+            ("unexpected-headers", String::new())
+        }
+        Ok((status, _)) => ("status", status.to_string()),
         Err(SendError::Denied) => ("denied", String::new()),
         Err(SendError::Timeout) => ("timeout", String::new()),
         Err(SendError::Connection(reason)) => ("connection", reason),

@@ -7,6 +7,9 @@
 //! mock runner), the same timeouts, and no redirect followed. What the guest gets
 //! back is bounded: the header section as `wasi:http` fields bound it, the body at
 //! [`MAX_RESPONSE_BODY`] bytes, read while it arrives.
+//!
+//! `send-encoded` is the same exchange with each header section as one byte list, for
+//! ComponentizeJS, whose bindings lower each header of `send` in interpreted JavaScript.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -19,7 +22,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::HttpState;
 use crate::plugins::bindings::handler::outbox::relay::http::{
-    Host, Request, Response, SendError,
+    EncodedRequest, EncodedResponse, Host, Request, Response, SendError,
 };
 
 /// The longest response body handed to a guest. A webhook's answer is a few bytes; a guest that
@@ -31,6 +34,42 @@ pub(crate) const MAX_HEADER_SECTION: usize = 128 * 1024;
 
 impl Host for HttpState {
     async fn send(&mut self, request: Request) -> Result<Response, SendError> {
+        let (status, headers, body) = self.exchange(request, fields_of).await?;
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    async fn send_encoded(
+        &mut self,
+        request: EncodedRequest,
+    ) -> Result<EncodedResponse, SendError> {
+        let request = Request {
+            headers: fields_from_section(&request.headers)?,
+            method: request.method,
+            url: request.url,
+            body: request.body,
+            timeout_ms: request.timeout_ms,
+        };
+        let (status, headers, body) = self.exchange(request, section_of).await?;
+        Ok(EncodedResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+impl HttpState {
+    /// Sends `request` and reads the whole response, its headers handed over by `headers_of`
+    /// (`None` past [`MAX_HEADER_SECTION`]).
+    async fn exchange<H>(
+        &mut self,
+        request: Request,
+        headers_of: fn(&HeaderMap) -> Option<H>,
+    ) -> Result<(u16, H, Vec<u8>), SendError> {
         let options = request.timeout_ms.map(|ms| {
             let timeout = Some(Duration::from_millis(ms));
             RequestOptions {
@@ -49,18 +88,12 @@ impl Host for HttpState {
             let _ = Pin::from(io).await;
         });
         let (parts, body) = response.into_parts();
-        let headers = fields_of(&parts.headers).ok_or(SendError::Protocol(
+        let headers = headers_of(&parts.headers).ok_or(SendError::Protocol(
             "HTTP-response-header-section-size".to_owned(),
         ))?;
-        Ok(Response {
-            status: parts.status.as_u16(),
-            headers,
-            body: read_body(body).await?,
-        })
+        Ok((parts.status.as_u16(), headers, read_body(body).await?))
     }
-}
 
-impl HttpState {
     /// The request a `wasi:http` guest would have built, or why it cannot be sent. Reasons name
     /// the part, never a value: a header value is often a secret.
     fn build(&mut self, request: Request) -> Result<http::Request<WasiBody>, SendError> {
@@ -148,6 +181,60 @@ fn fields_of(headers: &HeaderMap) -> Option<Vec<(String, Vec<u8>)>> {
     Some(fields)
 }
 
+/// The response's headers as `send-encoded` hands them over: `name: value` lines, each ended by
+/// CRLF (a value never holds a CR or LF), or `None` past [`MAX_HEADER_SECTION`], counted as
+/// [`fields_of`] counts it.
+fn section_of(headers: &HeaderMap) -> Option<Vec<u8>> {
+    let mut section = 0usize;
+    let mut encoded = Vec::new();
+    for (name, value) in headers {
+        section += name.as_str().len() + value.len();
+        if section > MAX_HEADER_SECTION {
+            return None;
+        }
+        encoded.extend_from_slice(name.as_str().as_bytes());
+        encoded.extend_from_slice(b": ");
+        encoded.extend_from_slice(value.as_bytes());
+        encoded.extend_from_slice(b"\r\n");
+    }
+    Some(encoded)
+}
+
+/// A `send-encoded` header section as `send`'s headers, which [`HttpState::build`] then checks as
+/// it checks those: a bare CR or LF left in a line fails there as a malformed name or value.
+fn fields_from_section(section: &[u8]) -> Result<Vec<(String, Vec<u8>)>, SendError> {
+    let invalid = |reason: &str| SendError::InvalidRequest(reason.to_owned());
+    if section.len() > MAX_HEADER_SECTION {
+        return Err(invalid("HTTP-request-header-section-size"));
+    }
+    let mut fields = Vec::new();
+    let mut rest = section;
+    while !rest.is_empty() {
+        let end = rest
+            .windows(2)
+            .position(|pair| pair == b"\r\n")
+            .ok_or_else(|| invalid("a header line does not end with CRLF"))?;
+        let line = &rest[..end];
+        rest = &rest[end + 2..];
+        let colon = line
+            .iter()
+            .position(|&byte| byte == b':')
+            .ok_or_else(|| invalid("a header line has no colon"))?;
+        let name = std::str::from_utf8(&line[..colon])
+            .map_err(|_| invalid("a header name is malformed"))?;
+        fields.push((name.to_owned(), trim_blanks(&line[colon + 1..]).to_vec()));
+    }
+    Ok(fields)
+}
+
+/// A field value without the spaces and tabs around it (HTTP's optional whitespace).
+fn trim_blanks(value: &[u8]) -> &[u8] {
+    let blank = |byte: &u8| *byte == b' ' || *byte == b'\t';
+    let start = value.iter().position(|b| !blank(b)).unwrap_or(value.len());
+    let end = value.iter().rposition(|b| !blank(b)).map_or(start, |i| i + 1);
+    &value[start..end]
+}
+
 /// Reads the whole body as it arrives, failing as soon as it passes [`MAX_RESPONSE_BODY`].
 async fn read_body(mut body: WasiBody) -> Result<Vec<u8>, SendError> {
     let mut bytes = Vec::new();
@@ -207,5 +294,68 @@ fn failure(error: Error) -> SendError {
         Error::ConfigurationError => protocol("configuration-error"),
         Error::InternalError(_) => protocol("internal-error"),
         _ => protocol("HTTP-protocol-error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(reason: &str) -> SendError {
+        SendError::InvalidRequest(reason.to_owned())
+    }
+
+    #[test]
+    fn an_encoded_section_gives_each_line_as_a_field_without_the_blanks_around_its_value() {
+        let fields = fields_from_section(b"x-a: 1\r\nx-b:\t two words \r\nx-a:3\r\nx-empty:\r\n");
+        assert_eq!(
+            fields.unwrap(),
+            [
+                ("x-a".to_owned(), b"1".to_vec()),
+                ("x-b".to_owned(), b"two words".to_vec()),
+                ("x-a".to_owned(), b"3".to_vec()),
+                ("x-empty".to_owned(), Vec::new()),
+            ]
+        );
+        assert_eq!(fields_from_section(b"").unwrap(), []);
+    }
+
+    #[test]
+    fn an_encoded_line_without_a_colon_or_a_final_crlf_is_refused() {
+        assert_eq!(
+            fields_from_section(b"x-a 1\r\n"),
+            Err(invalid("a header line has no colon"))
+        );
+        assert_eq!(
+            fields_from_section(b"x-a: 1\r\nx-b: 2"),
+            Err(invalid("a header line does not end with CRLF"))
+        );
+    }
+
+    #[test]
+    fn an_encoded_section_past_the_limit_is_refused_before_it_is_read() {
+        let mut section = b"x-a: ".to_vec();
+        section.resize(MAX_HEADER_SECTION + 1, b'v');
+        assert_eq!(
+            fields_from_section(&section),
+            Err(invalid("HTTP-request-header-section-size"))
+        );
+    }
+
+    #[test]
+    fn response_headers_are_encoded_one_crlf_line_each_and_bounded_as_fields_are() {
+        let mut headers = HeaderMap::new();
+        headers.append("retry-after", HeaderValue::from_static("2"));
+        headers.append("x-a", HeaderValue::from_static("1"));
+        headers.append("x-a", HeaderValue::from_static("2"));
+        assert_eq!(
+            section_of(&headers).unwrap(),
+            b"retry-after: 2\r\nx-a: 1\r\nx-a: 2\r\n"
+        );
+        let mut huge = HeaderMap::new();
+        let value = HeaderValue::from_bytes(&vec![b'v'; MAX_HEADER_SECTION]).unwrap();
+        huge.append("x-huge", value);
+        assert_eq!(section_of(&huge), None);
+        assert_eq!(fields_of(&huge), None);
     }
 }
