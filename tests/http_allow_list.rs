@@ -291,6 +291,10 @@ async fn an_encoded_section_that_smuggles_forbidden_or_malformed_lines_is_refuse
         "bad name: secret-c\r\n",
         "no-colon-secret-d\r\n",
         "x-unended: secret-e",
+        "x-nul: secret-f\0x\r\n",
+        "x-control: secret-g\u{1b}[2K\r\n",
+        "x-del: secret-h\u{7f}\r\n",
+        "x-nul\0name: secret-i\r\n",
     ] {
         let result = encoded_get(&set, &server.url("/"), section, None).await;
         assert_eq!(

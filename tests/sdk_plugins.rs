@@ -188,6 +188,8 @@ fn the_javascript_router_refuses_an_application_header_that_would_smuggle_in_ano
     for header in [
         r#""x-app": "a\r\nx-injected: 1""#,
         r#""x-app\r\nx-injected": "1""#,
+        r#""x-injected: 1\r\nx-app": "1""#,
+        r#""x-app:x-injected": "1""#,
     ] {
         let envelope = format!(r#"{{"event_type": "order.created", "headers": {{{header}}}}}"#);
         let (code, text) = plugin_test(&component, granted, &envelope, 200);

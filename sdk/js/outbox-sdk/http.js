@@ -94,7 +94,11 @@ export function authority(url) {
 function section(headers) {
   let lines = '';
   let count = 0;
-  for (const name in headers) {
+  // Own names only, as Object.entries gave them; an indexed loop, since an array iterator costs an
+  // interpreted guest more than the rest of the loop.
+  const names = Object.keys(headers);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
     if (!name || name.indexOf(':') >= 0) throw invalid('a header name is malformed');
     lines += name + ': ' + headers[name] + '\r\n';
     count++;
@@ -119,11 +123,12 @@ export function request(method, url, options = {}) {
   const body = typeof options.body === 'string' ? encoder.encode(options.body) : options.body;
   const headers = section(options.headers || {});
   const timeoutMs = BigInt(Math.max(0, Math.round((options.timeout ?? DEFAULT_TIMEOUT) * 1000)));
+  const hash = url.indexOf('#');
   let answer;
   try {
     answer = sendEncoded({
       method: METHODS.has(upper) ? upper : method,
-      url: url.indexOf('#') < 0 ? url : url.slice(0, url.indexOf('#')),
+      url: hash < 0 ? url : url.slice(0, hash),
       headers,
       body,
       timeoutMs,

@@ -8,8 +8,8 @@
 //! `outbox:relay/http` as a guest may call it; any status but 2xx fails with error type `status`,
 //! an exchange error with its case's name), `http-send-encoded` (`{"url": "…", "section": "…",
 //! "expect_line": "…"}` through `send-encoded`, its header section given as it stands; a 2xx
-//! succeeds only when the response's section holds `expect_line`, if given), `sleep` (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood`
-//! (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal escapes, on the
+//! succeeds only when the response's section holds `expect_line`, if given), `sleep`
+//! (`{"ms": N}`, blocked in a clock poll), `trap`, `ok`, `log-flood` (`{"lines": N}`), `log-forge` (a line that tries to start another, with terminal escapes, on the
 //! log interface and on stdout), `huge-log` and `huge-error` (`{"mb": N}`: one log line, or a
 //! retryable failure's message, of N MiB).
 

@@ -321,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn an_encoded_line_without_a_colon_or_a_final_crlf_is_refused() {
+    fn an_encoded_line_without_a_colon_a_final_crlf_or_a_utf8_name_is_refused() {
         assert_eq!(
             fields_from_section(b"x-a 1\r\n"),
             Err(invalid("a header line has no colon"))
@@ -329,6 +329,10 @@ mod tests {
         assert_eq!(
             fields_from_section(b"x-a: 1\r\nx-b: 2"),
             Err(invalid("a header line does not end with CRLF"))
+        );
+        assert_eq!(
+            fields_from_section(b"x-\xff: 1\r\n"),
+            Err(invalid("a header name is malformed"))
         );
     }
 
