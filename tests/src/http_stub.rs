@@ -1,5 +1,6 @@
 //! A small HTTP/1.1 server for plugin tests: answers every request with the status the test set,
-//! and records each connection it accepted and each request it read.
+//! keeps each connection open for the next request as servers do (unless told to hang up), and
+//! records each connection it accepted and each request it read.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
@@ -47,6 +48,10 @@ struct Record {
     /// Added to every answer.
     headers: Mutex<Vec<(String, String)>>,
     connections: AtomicUsize,
+    /// Connections the client has not closed yet.
+    open_connections: AtomicUsize,
+    /// Closes each connection right after its first answer, without saying so in the answer.
+    hang_up: std::sync::atomic::AtomicBool,
     requests: Mutex<Vec<StubRequest>>,
     /// Requests read and not answered yet, and the most there ever were.
     answering: AtomicUsize,
@@ -73,7 +78,7 @@ impl StubServer {
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 served.connections.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(answer(stream, served.clone()));
+                tokio::spawn(serve(stream, served.clone()));
             }
         });
         Self {
@@ -136,6 +141,17 @@ impl StubServer {
         self.record.status.store(status, Ordering::SeqCst);
     }
 
+    /// From now on closes each connection right after answering on it, without a `connection:
+    /// close` in the answer, as a server does whose idle timeout struck just then.
+    pub fn hang_up_after_each_answer(&self) {
+        self.record.hang_up.store(true, Ordering::SeqCst);
+    }
+
+    /// Connections accepted that the client has not closed yet.
+    pub fn open_connections(&self) -> usize {
+        self.record.open_connections.load(Ordering::SeqCst)
+    }
+
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.record.connections.load(Ordering::SeqCst)
@@ -161,10 +177,34 @@ impl Drop for StubServer {
     }
 }
 
-async fn answer(mut stream: TcpStream, record: Arc<Record>) {
-    let Some(mut request) = read_request(&mut stream).await else {
-        return;
-    };
+/// Answers the requests of one connection until the client closes it, asks to, or the server
+/// hangs up.
+async fn serve(mut stream: TcpStream, record: Arc<Record>) {
+    record.open_connections.fetch_add(1, Ordering::SeqCst);
+    let mut buffer = Vec::new();
+    while let Some(request) = read_request(&mut stream, &mut buffer).await {
+        let close = request.header("connection") == Some("close");
+        let hang_up = record.hang_up.load(Ordering::SeqCst);
+        if !answer(&mut stream, request, &record, close).await || close || hang_up {
+            let _ = stream.shutdown().await;
+            break;
+        }
+    }
+    if !record.hang_up.load(Ordering::SeqCst) {
+        // Wait for the client's close, so `open_connections` counts what the client keeps.
+        let mut rest = [0u8; 64];
+        while matches!(stream.read(&mut rest).await, Ok(n) if n > 0) {}
+    }
+    record.open_connections.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Answers one request; false when the connection failed.
+async fn answer(
+    stream: &mut TcpStream,
+    mut request: StubRequest,
+    record: &Record,
+    close: bool,
+) -> bool {
     let arrived = record.arrived.fetch_add(1, Ordering::SeqCst) + 1;
     let answering = record.answering.fetch_add(1, Ordering::SeqCst) + 1;
     record.most_answering.fetch_max(answering, Ordering::SeqCst);
@@ -199,26 +239,41 @@ async fn answer(mut stream: TcpStream, record: Arc<Record>) {
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     let body_size = record.body_size.load(Ordering::SeqCst);
+    let connection = if close { "connection: close\r\n" } else { "" };
     let response = format!(
-        "HTTP/1.1 {status} Stub\r\n{headers}content-length: {body_size}\r\nconnection: close\r\n\r\n"
+        "HTTP/1.1 {status} Stub\r\n{headers}content-length: {body_size}\r\n{connection}\r\n"
     );
     let mut response = response.into_bytes();
     response.resize(response.len() + body_size, b'x');
-    let _ = stream.write_all(&response).await;
+    let written = stream.write_all(&response).await.is_ok();
     record.answering.fetch_sub(1, Ordering::SeqCst);
-    let _ = stream.shutdown().await;
+    written
 }
 
-async fn read_request(stream: &mut TcpStream) -> Option<StubRequest> {
-    let mut buffer = Vec::new();
-    let head_end = loop {
-        if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-            break end;
+/// Reads until `buffer` holds `needle`; the position where it starts.
+async fn read_until(stream: &mut TcpStream, buffer: &mut Vec<u8>, needle: &[u8]) -> Option<usize> {
+    loop {
+        if let Some(at) = buffer
+            .windows(needle.len())
+            .position(|window| window == needle)
+        {
+            return Some(at);
         }
-        let mut chunk = [0u8; 4096];
-        let read = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
-        buffer.extend_from_slice(&chunk[..read]);
-    };
+        read_more(stream, buffer).await?;
+    }
+}
+
+async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0u8; 4096];
+    let read = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+    buffer.extend_from_slice(&chunk[..read]);
+    Some(())
+}
+
+/// The next request of a connection; what was read past it stays in `buffer`. A body comes by
+/// `content-length` or chunked, as `wasi:http` guests send either.
+async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<StubRequest> {
+    let head_end = read_until(stream, buffer, b"\r\n\r\n").await?;
     let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
     let mut request_line = lines.next()?.split(' ');
@@ -235,11 +290,31 @@ async fn read_request(stream: &mut TcpStream) -> Option<StubRequest> {
         .find(|(name, _)| name == "content-length")
         .and_then(|(_, value)| value.parse::<usize>().ok())
         .unwrap_or(0);
-    let mut body = buffer[head_end + 4..].to_vec();
-    while body.len() < length {
-        let mut chunk = [0u8; 4096];
-        let read = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
-        body.extend_from_slice(&chunk[..read]);
+    let chunked = headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"));
+    buffer.drain(..head_end + 4);
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let line_end = read_until(stream, buffer, b"\r\n").await?;
+            let line = String::from_utf8_lossy(&buffer[..line_end]).into_owned();
+            let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+            buffer.drain(..line_end + 2);
+            while buffer.len() < size + 2 {
+                read_more(stream, buffer).await?;
+            }
+            body.extend_from_slice(&buffer[..size]);
+            buffer.drain(..size + 2);
+            if size == 0 {
+                break;
+            }
+        }
+    } else {
+        while buffer.len() < length {
+            read_more(stream, buffer).await?;
+        }
+        body.extend(buffer.drain(..length));
     }
     Some(StubRequest {
         method,

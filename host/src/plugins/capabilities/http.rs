@@ -7,15 +7,18 @@
 //! The host sends exactly the request it was given and never follows a redirect: a 3xx reaches the
 //! guest as a response, and a request the guest then makes to the new location passes the same check.
 //! `outbox:relay/http` ([`exchange`]) sends through the same hook, in one call per exchange.
+//! Allowed requests go out over the plugin's own keep-alive [`connections`].
 
+mod connections;
 mod exchange;
+
+pub use connections::Connections;
 
 use std::fmt;
 use std::sync::Arc;
 
 use http::Uri;
 use http::uri::Scheme;
-use http_body_util::BodyExt;
 use toml::Table;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime_wasi_http::{
@@ -52,7 +55,7 @@ impl Capability for Http {
         transport: &HttpTransport,
         log: &PluginLog,
     ) -> HttpGate {
-        HttpGate::new(log.clone(), allowed.clone(), transport.0.clone())
+        HttpGate::new(log.clone(), allowed.clone(), transport.sender_for_plugin())
     }
 
     fn instance_state(gate: &HttpGate) -> HttpState {
@@ -83,14 +86,17 @@ fn read_section(entries: &Table) -> Result<Vec<HostPattern>, ManifestError> {
     Ok(allowed)
 }
 
-/// Where the requests a plugin is allowed to make go: the network unless the mock runner says
-/// otherwise.
-#[derive(Clone)]
-pub(crate) struct HttpTransport(pub(crate) Arc<dyn HttpSender>);
+/// Where the requests a plugin is allowed to make go: the network, over connections of each
+/// plugin's own, unless the mock runner says otherwise.
+#[derive(Clone, Default)]
+pub(crate) struct HttpTransport(pub(crate) Option<Arc<dyn HttpSender>>);
 
-impl Default for HttpTransport {
-    fn default() -> Self {
-        Self(Arc::new(NetworkSender))
+impl HttpTransport {
+    fn sender_for_plugin(&self) -> Arc<dyn HttpSender> {
+        match &self.0 {
+            Some(sender) => sender.clone(),
+            None => Arc::new(Connections::default()),
+        }
     }
 }
 
@@ -113,26 +119,6 @@ pub trait HttpSender: Send + Sync {
     /// Told of each request the allow-list refused (the mock runner lists them; the host does not
     /// keep them: the URL may be a claim-scope target).
     fn denied(&self, _method: &http::Method, _uri: &Uri, _denial: Denial) {}
-}
-
-/// Sends over the network, one request per connection, without following redirects.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NetworkSender;
-
-impl HttpSender for NetworkSender {
-    fn send(
-        &self,
-        request: http::Request<WasiBody>,
-        options: Option<RequestOptions>,
-    ) -> SendFuture {
-        Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                response.map(BodyExt::boxed_unsync),
-                Box::new(io) as IoFuture,
-            ))
-        })
-    }
 }
 
 /// One entry of `http.allowed_hosts`: `scheme://host[:port]`, where a host of `*.example.com` matches
@@ -387,7 +373,7 @@ mod tests {
         HttpGate::new(
             PluginLog::new("test".into(), LogSink::Tracing, &Default::default()),
             allowed,
-            Arc::new(NetworkSender),
+            Arc::new(Connections::default()),
         )
     }
 

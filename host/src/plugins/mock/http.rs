@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
-use crate::plugins::capabilities::http::{Denial, HttpSender, IoFuture, NetworkSender, SendFuture};
+use crate::plugins::capabilities::http::{Connections, Denial, HttpSender, IoFuture, SendFuture};
 
 /// The response the mock gives every request: `STATUS[:BODY]` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +171,7 @@ async fn recorded_body(mut body: WasiBody) -> Result<String, HttpError> {
 pub(crate) struct MockSender {
     /// `None`: allowed requests go to the network, unrecorded.
     response: Option<MockHttpResponse>,
+    network: Connections,
     /// Added to every mock response.
     headers: Vec<MockHttpHeader>,
     log: RequestLog<RecordedRequest>,
@@ -186,6 +187,7 @@ impl MockSender {
     ) -> Self {
         Self {
             response,
+            network: Connections::default(),
             headers,
             log,
             denied,
@@ -200,7 +202,7 @@ impl HttpSender for MockSender {
         options: Option<RequestOptions>,
     ) -> SendFuture {
         let Some(response) = self.response.clone() else {
-            return NetworkSender.send(request, options);
+            return self.network.send(request, options);
         };
         let log = self.log.clone();
         let headers = self.headers.clone();

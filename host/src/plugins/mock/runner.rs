@@ -60,12 +60,12 @@ impl MockRunner {
             log: LogSink::Capture(logs.clone()),
             ..HostServices::default()
         };
-        services.capabilities.http = HttpTransport(Arc::new(MockSender::new(
+        services.capabilities.http = HttpTransport(Some(Arc::new(MockSender::new(
             options.http_response,
             options.http_headers,
             requests.clone(),
             denied.clone(),
-        )));
+        ))));
         let produced = RequestLog::default();
         services.capabilities.kafka = Some(KafkaBackend::Mock(MockKafka::new(
             options.kafka_response,
