@@ -15,6 +15,7 @@ mod exchange;
 pub use connections::Connections;
 
 use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use http::Uri;
@@ -106,15 +107,20 @@ pub(crate) struct HttpState {
     ctx: WasiHttpCtx,
 }
 
-/// What sending one request yields: the response, and a future that drives the connection to its end.
+/// What `wasi:http`'s hook yields: the response, and a future that drives the connection to its end.
 pub type SendResult = Result<(http::Response<WasiBody>, IoFuture), HttpError>;
 pub type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
 pub type SendFuture = Box<dyn Future<Output = SendResult> + Send>;
+/// What an [`HttpSender`] yields: the response; each sender drives its connections itself.
+pub type ResponseFuture = Box<dyn Future<Output = Result<http::Response<WasiBody>, HttpError>> + Send>;
 
 /// Where the requests a plugin is allowed to make go: the network, or the mock envelope runner.
 pub trait HttpSender: Send + Sync {
-    fn send(&self, request: http::Request<WasiBody>, options: Option<RequestOptions>)
-    -> SendFuture;
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> ResponseFuture;
 
     /// Told of each request the allow-list refused (the mock runner lists them; the host does not
     /// keep them: the URL may be a claim-scope target).
@@ -338,7 +344,12 @@ impl WasiHttpHooks for HttpGate {
         _request_errors: IoFuture,
     ) -> SendFuture {
         let denial = match self.check(request.uri()) {
-            Ok(()) => return self.sender.send(request, options),
+            Ok(()) => {
+                let response = Pin::from(self.sender.send(request, options));
+                return Box::new(async move {
+                    Ok((response.await?, Box::new(async { Ok(()) }) as IoFuture))
+                });
+            }
             Err(denial) => denial,
         };
         self.sender.denied(request.method(), request.uri(), denial);

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
-use crate::plugins::capabilities::http::{Connections, Denial, HttpSender, IoFuture, SendFuture};
+use crate::plugins::capabilities::http::{Connections, Denial, HttpSender, ResponseFuture};
 
 /// The response the mock gives every request: `STATUS[:BODY]` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,7 +200,7 @@ impl HttpSender for MockSender {
         &self,
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
-    ) -> SendFuture {
+    ) -> ResponseFuture {
         let Some(response) = self.response.clone() else {
             return self.network.send(request, options);
         };
@@ -231,10 +231,9 @@ impl HttpSender for MockSender {
             for header in headers {
                 builder = builder.header(header.name, header.value);
             }
-            let response = builder
+            builder
                 .body(body)
-                .map_err(|_| HttpError::InternalError(Some("invalid mock response".to_owned())))?;
-            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
+                .map_err(|_| HttpError::InternalError(Some("invalid mock response".to_owned())))
         })
     }
 

@@ -35,7 +35,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
-use super::{HttpSender, IoFuture, SendFuture};
+use super::{HttpSender, ResponseFuture};
 
 /// Idle connections one plugin keeps at most, over all its origins: the most calls a plugin may
 /// run at once, each with one exchange in flight.
@@ -114,13 +114,13 @@ impl Timeouts {
 }
 
 impl HttpSender for Connections {
-    fn send(&self, request: http::Request<WasiBody>, options: Option<RequestOptions>) -> SendFuture {
-        let pool = self.0.clone();
-        Box::new(async move {
-            let response = pool.exchange(request, Timeouts::of(options)).await?;
-            // Each connection is driven by a task of its own, which outlives this exchange.
-            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
-        })
+    /// Each connection is driven by a task of its own, which outlives the exchange.
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> ResponseFuture {
+        Box::new(self.0.clone().exchange(request, Timeouts::of(options)))
     }
 }
 

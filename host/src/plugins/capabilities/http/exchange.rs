@@ -82,11 +82,8 @@ impl HttpState {
         let sent = self
             .gate
             .send_request(request, options, Box::new(async { Ok(()) }));
-        let (response, io) = Pin::from(sent).await.map_err(failure)?;
-        // The connection is driven while the body is read, and dropped with the call.
-        let _io = wasmtime_wasi::runtime::spawn(async move {
-            let _ = Pin::from(io).await;
-        });
+        // Every sender drives its connections itself: the hook's connection future has no work.
+        let (response, _) = Pin::from(sent).await.map_err(failure)?;
         let (parts, body) = response.into_parts();
         let headers = headers_of(&parts.headers).ok_or(SendError::Protocol(
             "HTTP-response-header-section-size".to_owned(),
