@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_host::plugins::{PluginSet, PublishResult};
+use outbox_host::plugins::{Limits, PluginSet, PublishResult};
 use outbox_tests::http_stub::StubServer;
 use outbox_tests::plugin_engine::test_engine;
 use outbox_tests::plugins::HOSTILE;
@@ -17,6 +17,13 @@ async fn hostile_allowed(dir: &ScratchDir, server: &StubServer) -> PluginSet {
         "hostile",
         &format!("[http]\nallowed_hosts = [{:?}]\n", server.origin()),
     );
+    PluginSet::load_dir(&test_engine(), dir.path()).await
+}
+
+async fn hostile_allowed_all(dir: &ScratchDir, servers: &[StubServer]) -> PluginSet {
+    let origins: Vec<String> = servers.iter().map(StubServer::origin).collect();
+    dir.add_plugin("hostile", HOSTILE);
+    dir.add_manifest("hostile", &format!("[http]\nallowed_hosts = {origins:?}\n"));
     PluginSet::load_dir(&test_engine(), dir.path()).await
 }
 
@@ -140,4 +147,68 @@ async fn an_idle_connection_is_closed_after_the_idle_timeout() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(set);
+}
+
+#[tokio::test]
+async fn a_plugin_keeps_at_most_as_many_idle_connections_as_it_may_run_calls() {
+    let bound = Limits::MAX_CONCURRENCY as usize;
+    let mut servers = Vec::new();
+    for _ in 0..bound + 8 {
+        servers.push(StubServer::start(200).await);
+    }
+    let dir = ScratchDir::new("connections-many-origins");
+    let set = hostile_allowed_all(&dir, &servers).await;
+    for server in &servers {
+        assert_eq!(
+            get(&set, "http-send", &server.url("/")).await,
+            PublishResult::Success
+        );
+    }
+    let open = || {
+        servers
+            .iter()
+            .map(StubServer::open_connections)
+            .sum::<usize>()
+    };
+    // Well before the 4 s idle timeout, so only the bound can have closed them.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while open() > bound {
+        assert!(
+            Instant::now() < deadline,
+            "{} idle connections are still open",
+            open()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let kept: Vec<usize> = servers.iter().map(StubServer::open_connections).collect();
+    assert_eq!(kept[..8], [0; 8], "the 8 least recently used were closed");
+    assert_eq!(kept.last(), Some(&1), "the most recent was kept");
+    assert_eq!(
+        get(&set, "http-send", &servers[0].url("/")).await,
+        PublishResult::Success,
+        "an origin whose connection was closed gets a new one"
+    );
+}
+
+#[tokio::test]
+async fn bytes_a_server_sends_on_an_idle_connection_never_answer_a_later_request() {
+    let server = StubServer::start(200).await;
+    server.write_after_each_answer(b"HTTP/1.1 503 Smuggled\r\ncontent-length: 0\r\n\r\n");
+    let dir = ScratchDir::new("connections-unsolicited");
+    let set = hostile_allowed(&dir, &server).await;
+    for round in 0..3 {
+        assert_eq!(
+            get(&set, "http-send", &server.url("/")).await,
+            PublishResult::Success,
+            "round {round} got the server's answer to it, not the unsolicited one"
+        );
+        // The unsolicited bytes come 50 ms after each answer, while the connection is idle.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(
+        server.connections(),
+        3,
+        "a connection that carried unsolicited bytes was not reused"
+    );
 }

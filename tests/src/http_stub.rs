@@ -52,6 +52,8 @@ struct Record {
     open_connections: AtomicUsize,
     /// Closes each connection right after its first answer, without saying so in the answer.
     hang_up: std::sync::atomic::AtomicBool,
+    /// Written on a connection a moment after each answer, unasked.
+    unsolicited: Mutex<Vec<u8>>,
     requests: Mutex<Vec<StubRequest>>,
     /// Requests read and not answered yet, and the most there ever were.
     answering: AtomicUsize,
@@ -147,6 +149,17 @@ impl StubServer {
         self.record.hang_up.store(true, Ordering::SeqCst);
     }
 
+    /// From now on writes `bytes` on each connection a moment after answering on it, while the
+    /// client holds the connection idle, as a broken or hostile server might (a second answer that
+    /// nobody asked for, say).
+    pub fn write_after_each_answer(&self, bytes: &[u8]) {
+        *self
+            .record
+            .unsolicited
+            .lock()
+            .expect("no panic while setting bytes") = bytes.to_vec();
+    }
+
     /// Connections accepted that the client has not closed yet.
     pub fn open_connections(&self) -> usize {
         self.record.open_connections.load(Ordering::SeqCst)
@@ -188,6 +201,17 @@ async fn serve(mut stream: TcpStream, record: Arc<Record>) {
         if !answer(&mut stream, request, &record, close).await || close || hang_up {
             let _ = stream.shutdown().await;
             break;
+        }
+        let unsolicited = record
+            .unsolicited
+            .lock()
+            .expect("no panic while setting bytes")
+            .clone();
+        if !unsolicited.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if stream.write_all(&unsolicited).await.is_err() {
+                break;
+            }
         }
     }
     if !record.hang_up.load(Ordering::SeqCst) {
