@@ -10,7 +10,9 @@
 //!    `router` (JavaScript) examples delivering to a local HTTP server, against the Rust `webhook`
 //!    example in the same run (goal: each at least 0.8 of it), each with its shipped manifest
 //!    template and only the local server granted. `-- --sdk-only` runs this part alone;
-//!    `SDK_RELAY_MAX_CONCURRENCY=N` runs all three at `[limits] max_concurrency = N` instead.
+//!    `SDK_RELAY_MAX_CONCURRENCY=N` runs all three at `[limits] max_concurrency = N` instead;
+//!    `SDK_RELAY_ONLY=javascript` (any part of a label) drains only the handlers it names, to
+//!    profile one alone (ratios then need the Rust webhook among them).
 //!
 //! Run: `cargo bench -p outbox-tests --bench relay_throughput`
 
@@ -139,6 +141,9 @@ mod sdk_handlers {
                 None => println!("{label}: skipped, its toolchain is not installed"),
             }
         }
+        if let Ok(only) = std::env::var("SDK_RELAY_ONLY") {
+            handlers.retain(|handler| handler.label.contains(only.as_str()));
+        }
         println!(
             "\nend-to-end drain of {ROWS} rows, each POSTed to a local HTTP server, {ROUNDS} interleaved rounds"
         );
@@ -152,14 +157,18 @@ mod sdk_handlers {
             median(&drains.iter().map(figure).collect::<Vec<_>>())
         };
         let medians: Vec<f64> = drains.iter().map(|d| of(d, |d| d.rate)).collect();
+        let rust = handlers
+            .iter()
+            .position(|handler| handler.stem == "webhook")
+            .map(|at| medians[at]);
         for (handler, (drains, median)) in handlers.iter().zip(drains.iter().zip(&medians)) {
             let rounds: Vec<String> = drains.iter().map(|d| format!("{:.0}", d.rate)).collect();
+            let ratio = rust.map_or("not run".into(), |rust| format!("{:.2}", median / rust));
             println!(
-                "{:<20} median {:>7.0} rows/s ({:.2} of the rust webhook; rounds {}); \
+                "{:<20} median {:>7.0} rows/s ({ratio} of the rust webhook; rounds {}); \
                  this process's CPU {:.0} µs a row, a call {:.0} µs (wall), {:.0} instances started",
                 handler.label,
                 median,
-                median / medians[0],
                 rounds.join(", "),
                 of(drains, |d| d.cpu_micros_per_row),
                 of(drains, |d| d.call_micros),
