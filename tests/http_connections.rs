@@ -12,12 +12,7 @@ use outbox_tests::plugins::HOSTILE;
 use outbox_tests::scratch::ScratchDir;
 
 async fn hostile_allowed(dir: &ScratchDir, server: &StubServer) -> PluginSet {
-    dir.add_plugin("hostile", HOSTILE);
-    dir.add_manifest(
-        "hostile",
-        &format!("[http]\nallowed_hosts = [{:?}]\n", server.origin()),
-    );
-    PluginSet::load_dir(&test_engine(), dir.path()).await
+    hostile_allowed_all(dir, std::slice::from_ref(server)).await
 }
 
 async fn hostile_allowed_all(dir: &ScratchDir, servers: &[StubServer]) -> PluginSet {
