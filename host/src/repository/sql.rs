@@ -32,6 +32,8 @@ pub(crate) struct Statements {
     /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes, and `{floor}`
     /// and `{low}` with where its scans start (`claim.rs`).
     pub claim_template: String,
+    /// The claim of the heads that block the front, with `{eligibility}` and `{low}` left to fill in.
+    pub claim_blockers_template: String,
     /// The claim of heads beyond a blocked front, with `{eligibility}` and `{low}` left to fill in.
     pub claim_heads_template: String,
     pub mark: String,
@@ -87,8 +89,10 @@ impl Statements {
             // there, so a claim's cost follows the batch, not the backlog. It answers whether rows
             // wait past the bound (`front_was_full`, on a row of NULLs when it claimed nothing): an
             // empty claim with rows past its bound found its front blocked (every aggregate in
-            // front with a row in flight, or rows this node does not deliver), and the claimer then
-            // looks for heads further on (`claim_heads_template`). Only the rows claimed are locked.
+            // front with its head in flight or due behind it, or rows this node does not deliver),
+            // and the claimer then
+            // claims the heads that block it (`claim_blockers_template`), and completes the batch
+            // with heads further on (`claim_heads_template`). Only the rows claimed are locked.
             //
             // `{floor}` is `TRUE`, or a lower bound on (available_at, id) the claimer learnt from its
             // last claim (`repository/claim.rs`): the scan then starts there instead of stepping over
@@ -147,6 +151,40 @@ impl Statements {
                    (SELECT id FROM floor) AS floor_id, \
                    {{front_was_full}} AS front_was_full \
                  FROM (VALUES (1)) AS turn (one) LEFT JOIN claimed ON TRUE"
+            ),
+            // The heads that block the front: the lowest live row of each aggregate among the
+            // rows the front's claim read, one descent of `idx_outbox_aggregate` from `{low}` per
+            // aggregate, so its cost follows the batch. A head due again after its siblings (a
+            // retry, a deferral) sorts behind them: the front then fills with the rows it blocks,
+            // and only claiming it delivers the oldest rows, where the heads beyond (below), in
+            // `(available_at, id)` order, would take it last, every turn until then a search of
+            // every aggregate. A blocker in flight or not due is not claimed, as in every claim.
+            claim_blockers_template: format!(
+                "WITH front AS ( \
+                   SELECT DISTINCT f.aggregate_id FROM ( \
+                     SELECT o.aggregate_id FROM {outbox} o \
+                     WHERE o.state = 'PENDING' \
+                     ORDER BY o.available_at, o.id \
+                     LIMIT $1 * {CLAIM_READ_PER_ROW}) f \
+                   WHERE f.aggregate_id IS NOT NULL), \
+                 blockers AS ( \
+                   SELECT ( \
+                     SELECT h.id FROM {outbox} h \
+                     WHERE h.aggregate_id = front.aggregate_id \
+                       AND h.state IN ('PENDING', 'PROCESSING') AND h.id >= {{low}} \
+                     ORDER BY h.id \
+                     LIMIT 1) AS id \
+                   FROM front), \
+                 candidates AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.id IN (SELECT id FROM blockers) AND {due} \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT $1 \
+                   FOR UPDATE SKIP LOCKED) \
+                 UPDATE {outbox} AS o \
+                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
+                 FROM candidates c WHERE o.id = c.id \
+                 RETURNING {record_columns}"
             ),
             // The heads beyond a front of blocked rows: each aggregate's lowest live row, read
             // through `idx_outbox_aggregate` one descent per aggregate with live rows (a loose index
