@@ -66,6 +66,22 @@ impl Statements {
                     AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) AND ({eligibility}))";
         let from_floor = "(o.available_at, o.id) >= \
                           ((SELECT available_at FROM floor), (SELECT id FROM floor))";
+        // Claims the due rows among `ids` (a query of ids), oldest first, skipping rows another
+        // claimer holds: the end of each statement that claims heads past a blocked front.
+        let claim_of = |ids: &str| {
+            format!(
+                "candidates AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.id IN ({ids}) AND {due} \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT $1 \
+                   FOR UPDATE SKIP LOCKED) \
+                 UPDATE {outbox} AS o \
+                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
+                 FROM candidates c WHERE o.id = c.id \
+                 RETURNING {record_columns}"
+            )
+        };
         let counted_states = COUNTED_STATES
             .map(|state| format!("'{}'", state.as_str()))
             .join(", ");
@@ -90,9 +106,9 @@ impl Statements {
             // wait past the bound (`front_was_full`, on a row of NULLs when it claimed nothing): an
             // empty claim with rows past its bound found its front blocked (every aggregate in
             // front with its head in flight or due behind it, or rows this node does not deliver),
-            // and the claimer then
-            // claims the heads that block it (`claim_blockers_template`), and completes the batch
-            // with heads further on (`claim_heads_template`). Only the rows claimed are locked.
+            // and the claimer then claims the heads that block it (`claim_blockers_template`), and
+            // completes the batch with heads further on (`claim_heads_template`). Only the rows
+            // claimed are locked.
             //
             // `{floor}` is `TRUE`, or a lower bound on (available_at, id) the claimer learnt from its
             // last claim (`repository/claim.rs`): the scan then starts there instead of stepping over
@@ -175,16 +191,8 @@ impl Statements {
                      ORDER BY h.id \
                      LIMIT 1) AS id \
                    FROM front), \
-                 candidates AS ( \
-                   SELECT o.id FROM {outbox} o \
-                   WHERE o.id IN (SELECT id FROM blockers) AND {due} \
-                   ORDER BY o.available_at, o.id \
-                   LIMIT $1 \
-                   FOR UPDATE SKIP LOCKED) \
-                 UPDATE {outbox} AS o \
-                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
-                 FROM candidates c WHERE o.id = c.id \
-                 RETURNING {record_columns}"
+                 {}",
+                claim_of("SELECT id FROM blockers")
             ),
             // The heads beyond a front of blocked rows: each aggregate's lowest live row, read
             // through `idx_outbox_aggregate` one descent per aggregate with live rows (a loose index
@@ -212,17 +220,8 @@ impl Statements {
                    WHERE {due} AND o.aggregate_id IS NULL \
                    ORDER BY o.available_at, o.id \
                    LIMIT $1), \
-                 candidates AS ( \
-                   SELECT o.id FROM {outbox} o \
-                   WHERE o.id IN (SELECT id FROM heads UNION ALL SELECT id FROM without_aggregate) \
-                     AND {due} \
-                   ORDER BY o.available_at, o.id \
-                   LIMIT $1 \
-                   FOR UPDATE SKIP LOCKED) \
-                 UPDATE {outbox} AS o \
-                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
-                 FROM candidates c WHERE o.id = c.id \
-                 RETURNING {record_columns}"
+                 {}",
+                claim_of("SELECT id FROM heads UNION ALL SELECT id FROM without_aggregate")
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
