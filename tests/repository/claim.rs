@@ -261,33 +261,6 @@ async fn beyond_a_blocked_front_only_types_this_node_can_deliver_are_claimed() {
     );
 }
 
-/// A head retried at once is due after its siblings, so the front fills with the rows it blocks:
-/// the claim takes that head, which delivers the oldest rows, before an older head further on.
-#[tokio::test]
-async fn a_head_due_again_behind_the_front_it_blocks_is_claimed_before_heads_beyond() {
-    let db = TestDb::new().await;
-    let late_head = db.publish(entry("A", "x").aggregate("Order", "late")).await;
-    let repo = db.repository();
-    assert_eq!(
-        ids(&repo.claim_batch(1, NODE, &all(&["A"])).await.unwrap()),
-        vec![late_head]
-    );
-    for _ in 0..40 {
-        db.publish(entry("A", "x").aggregate("Order", "late")).await;
-    }
-    db.publish(entry("A", "x").aggregate("Order", "cold")).await;
-    db.publish(entry("A", "x").aggregate("Order", "cold")).await;
-    assert!(
-        repo.mark_retry(late_head, NODE, 1, Duration::ZERO, "boom", None)
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        ids(&repo.claim_batch(1, NODE, &all(&["A"])).await.unwrap()),
-        vec![late_head]
-    );
-}
-
 /// The heads are found by stepping from one aggregate id to the next in the index's order, so ids
 /// at its ends or made of odd characters must not end the walk early.
 #[tokio::test]

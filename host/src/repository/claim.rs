@@ -297,8 +297,7 @@ struct Claim<'a> {
 impl Claim<'_> {
     /// Claims up to `batch_size` rows, scanning from `start` (or the front). Short from `start`, it
     /// completes the batch from the front. Empty although rows wait past its front, it claims the
-    /// heads that block the front first, then completes the batch with the heads beyond when
-    /// `search_heads`: only then, as reading every aggregate's head costs more
+    /// heads beyond when `search_heads`: only then, as reading every aggregate's head costs more
     /// than a claim the more aggregates there are, and a claim short by a few rows (locked by
     /// another claimer, or behind a head in flight) needs nothing more.
     async fn rows(
@@ -323,22 +322,15 @@ impl Claim<'_> {
             from_front = true;
         }
         let mut empty_heads_search = None;
-        if scanned.front_was_full && scanned.rows.is_empty() {
-            let low = scanned.low.unwrap_or(0);
-            let blockers = &self.statements.claim_blockers_template;
-            scanned.rows.extend(
-                self.past_front(conn, blockers, missing(&scanned), low)
-                    .await?,
-            );
-            if search_heads && missing(&scanned) > 0 {
-                let searched = Instant::now();
-                let heads = &self.statements.claim_heads_template;
-                let heads = self.past_front(conn, heads, missing(&scanned), low).await?;
-                if heads.is_empty() {
-                    empty_heads_search = Some(searched.elapsed());
-                }
-                scanned.rows.extend(heads);
+        if search_heads && scanned.front_was_full && scanned.rows.is_empty() {
+            let searched = Instant::now();
+            let heads = self
+                .heads(conn, missing(&scanned), scanned.low.unwrap_or(0))
+                .await?;
+            if heads.is_empty() {
+                empty_heads_search = Some(searched.elapsed());
             }
+            scanned.rows.extend(heads);
         }
         Ok(Claimed {
             full: scanned.rows.len() >= batch_size as usize,
@@ -423,16 +415,17 @@ impl Claim<'_> {
         })
     }
 
-    /// Claims heads past a blocked front with `template` (its blockers, or the heads beyond it);
-    /// `low` is the lowest live row's id the front's claim found.
-    async fn past_front(
+    /// Claims the heads beyond a blocked front; `low` is the lowest live row's id the front's
+    /// claim found.
+    async fn heads(
         &self,
         conn: &mut PgConnection,
-        template: &str,
         batch_size: u32,
         low: i64,
     ) -> Result<Vec<OutboxRecord>, sqlx::Error> {
-        let sql = template
+        let sql = self
+            .statements
+            .claim_heads_template
             .replace("{eligibility}", self.filter)
             .replace("{low}", &format!("${}", 3 + self.binds.len()));
         self.bind(sqlx::query(&sql), batch_size)

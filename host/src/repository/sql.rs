@@ -32,8 +32,6 @@ pub(crate) struct Statements {
     /// The claim with `{eligibility}` left to fill in each cycle from the claim scopes, and `{floor}`
     /// and `{low}` with where its scans start (`claim.rs`).
     pub claim_template: String,
-    /// The claim of the heads that block the front, with `{eligibility}` and `{low}` left to fill in.
-    pub claim_blockers_template: String,
     /// The claim of heads beyond a blocked front, with `{eligibility}` and `{low}` left to fill in.
     pub claim_heads_template: String,
     pub mark: String,
@@ -66,22 +64,6 @@ impl Statements {
                     AND (o.scheduled_at IS NULL OR o.scheduled_at <= NOW()) AND ({eligibility}))";
         let from_floor = "(o.available_at, o.id) >= \
                           ((SELECT available_at FROM floor), (SELECT id FROM floor))";
-        // Claims the due rows among `ids` (a query of ids), oldest first, skipping rows another
-        // claimer holds: the end of each statement that claims heads past a blocked front.
-        let claim_of = |ids: &str| {
-            format!(
-                "candidates AS ( \
-                   SELECT o.id FROM {outbox} o \
-                   WHERE o.id IN ({ids}) AND {due} \
-                   ORDER BY o.available_at, o.id \
-                   LIMIT $1 \
-                   FOR UPDATE SKIP LOCKED) \
-                 UPDATE {outbox} AS o \
-                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
-                 FROM candidates c WHERE o.id = c.id \
-                 RETURNING {record_columns}"
-            )
-        };
         let counted_states = COUNTED_STATES
             .map(|state| format!("'{}'", state.as_str()))
             .join(", ");
@@ -105,10 +87,8 @@ impl Statements {
             // there, so a claim's cost follows the batch, not the backlog. It answers whether rows
             // wait past the bound (`front_was_full`, on a row of NULLs when it claimed nothing): an
             // empty claim with rows past its bound found its front blocked (every aggregate in
-            // front with its head in flight or due behind it, or rows this node does not deliver),
-            // and the claimer then claims the heads that block it (`claim_blockers_template`), and
-            // completes the batch with heads further on (`claim_heads_template`). Only the rows
-            // claimed are locked.
+            // front with a row in flight, or rows this node does not deliver), and the claimer then
+            // looks for heads further on (`claim_heads_template`). Only the rows claimed are locked.
             //
             // `{floor}` is `TRUE`, or a lower bound on (available_at, id) the claimer learnt from its
             // last claim (`repository/claim.rs`): the scan then starts there instead of stepping over
@@ -168,32 +148,6 @@ impl Statements {
                    {{front_was_full}} AS front_was_full \
                  FROM (VALUES (1)) AS turn (one) LEFT JOIN claimed ON TRUE"
             ),
-            // The heads that block the front: the lowest live row of each aggregate among the
-            // rows the front's claim read, one descent of `idx_outbox_aggregate` from `{low}` per
-            // aggregate, so its cost follows the batch. A head due again after its siblings (a
-            // retry, a deferral) sorts behind them: the front then fills with the rows it blocks,
-            // and only claiming it delivers the oldest rows, where the heads beyond (below), in
-            // `(available_at, id)` order, would take it last, every turn until then a search of
-            // every aggregate. A blocker in flight or not due is not claimed, as in every claim.
-            claim_blockers_template: format!(
-                "WITH front AS ( \
-                   SELECT DISTINCT f.aggregate_id FROM ( \
-                     SELECT o.aggregate_id FROM {outbox} o \
-                     WHERE o.state = 'PENDING' \
-                     ORDER BY o.available_at, o.id \
-                     LIMIT $1 * {CLAIM_READ_PER_ROW}) f \
-                   WHERE f.aggregate_id IS NOT NULL), \
-                 blockers AS ( \
-                   SELECT ( \
-                     SELECT h.id FROM {outbox} h \
-                     WHERE h.aggregate_id = front.aggregate_id \
-                       AND h.state IN ('PENDING', 'PROCESSING') AND h.id >= {{low}} \
-                     ORDER BY h.id \
-                     LIMIT 1) AS id \
-                   FROM front), \
-                 {}",
-                claim_of("SELECT id FROM blockers")
-            ),
             // The heads beyond a front of blocked rows: each aggregate's lowest live row, read
             // through `idx_outbox_aggregate` one descent per aggregate with live rows (a loose index
             // scan), and the rows without an aggregate, through their own index (migration 0005).
@@ -220,8 +174,17 @@ impl Statements {
                    WHERE {due} AND o.aggregate_id IS NULL \
                    ORDER BY o.available_at, o.id \
                    LIMIT $1), \
-                 {}",
-                claim_of("SELECT id FROM heads UNION ALL SELECT id FROM without_aggregate")
+                 candidates AS ( \
+                   SELECT o.id FROM {outbox} o \
+                   WHERE o.id IN (SELECT id FROM heads UNION ALL SELECT id FROM without_aggregate) \
+                     AND {due} \
+                   ORDER BY o.available_at, o.id \
+                   LIMIT $1 \
+                   FOR UPDATE SKIP LOCKED) \
+                 UPDATE {outbox} AS o \
+                 SET state = 'PROCESSING', claimed_by = $2, claimed_at = NOW(), updated_at = NOW() \
+                 FROM candidates c WHERE o.id = c.id \
+                 RETURNING {record_columns}"
             ),
             // One statement for a whole batch of outcomes; RETURNING says which rows this node still
             // owned. A mark that names its claim's `claimed_at` is accepted only for that very claim.
